@@ -1,0 +1,274 @@
+//! `fntrace list BINARY [PATTERN...] [--json] [--sites]`: the patchable
+//! functions of a binary, like ftrace's `available_filter_functions`.
+
+use std::collections::BTreeMap;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use fntrace_sites::filter::{Filter, Names};
+use fntrace_sites::{demangle, hex, Binary, FileKind, Function, Site, SiteKind};
+use serde::Serialize;
+
+use crate::output::{file_name, read_input};
+
+const AFTER_HELP: &str = "\
+Sites come from the tables compilers write, or from the calls to the
+profiling hooks when there is no table. Compiler flags that make them:
+  gcc   -pg -mfentry -mrecord-mcount      fentry, recorded in __mcount_loc
+  gcc   -pg [-mrecord-mcount]             mcount after the prologue
+  gcc   -pg -mfentry -mnop-mcount -mrecord-mcount   (non-PIC code only)
+  gcc   -minstrument-return=nop5 -mrecord-return    exit sites (__return_loc)
+  clang -pg [-mfentry]                    fentry/mcount, found by scanning
+  gcc/clang -fpatchable-function-entry=N[,M]         patchable NOPs
+  clang -fxray-instrument -fxray-instruction-threshold=1   XRay sleds
+  rustc -Z instrument-mcount | -Z patchable-function-entry=5
+        (with RUSTC_BOOTSTRAP=1 on a stable toolchain)
+
+Patterns use ftrace's filter syntax: 'name', 'glob*', '*glob*', '!pattern'
+removes, 'PATTERN:mod:MODULE' selects within a module.";
+
+/// List the patchable functions of a binary.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// ELF executable, shared library or relocatable object.
+    binary: PathBuf,
+    /// Only functions matching these patterns (ftrace filter syntax).
+    patterns: Vec<String>,
+    /// Print a JSON array of objects instead of text.
+    #[arg(long)]
+    json: bool,
+    /// One line per site (kind, form, source, bytes) instead of per function.
+    #[arg(long)]
+    sites: bool,
+    /// Show symbol names as they are in the file.
+    #[arg(long)]
+    no_demangle: bool,
+}
+
+/// How many rejected entries are shown one by one.
+const SHOWN_REJECTED: usize = 10;
+
+/// A function with the sites selected in it.
+struct Entry<'a> {
+    function: Option<&'a Function>,
+    name: String,
+    sites: Vec<&'a Site>,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let filter = Filter::parse(&args.patterns)?;
+    let data = read_input(&args.binary)?;
+    let path = args.binary.display();
+    let binary = fntrace_sites::discover(&data).with_context(|| format!("{path}"))?;
+
+    report_rejected(&binary, &args.binary.display().to_string());
+    if binary.sites.is_empty() {
+        anyhow::bail!(
+            "{path}: no patchable sites{} (build it with -pg -mfentry, \
+             -fpatchable-function-entry=5 or clang -fxray-instrument; see 'fntrace list --help')",
+            match binary.rejected.len() {
+                0 => String::new(),
+                n => format!(", {n} rejected table entries"),
+            }
+        );
+    }
+
+    let module = file_name(&args.binary);
+    let entries = select(&binary, &filter, &module, !args.no_demangle);
+    if entries.is_empty() {
+        anyhow::bail!(
+            "no patchable function in {path} matches {}",
+            args.patterns.join(" ")
+        );
+    }
+
+    let mut out = BufWriter::new(io::stdout().lock());
+    if args.json {
+        write_json(&mut out, &binary, &entries)?;
+    } else if args.sites {
+        write_sites(&mut out, &binary, &entries)?;
+    } else {
+        write_functions(&mut out, &binary, &entries)?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report_rejected(binary: &Binary, path: &str) {
+    for r in binary.rejected.iter().take(SHOWN_REJECTED) {
+        eprintln!(
+            "fntrace: warning: {path}: {} entry {:#x} rejected: {}",
+            r.source, r.address, r.reason
+        );
+    }
+    if binary.rejected.len() > SHOWN_REJECTED {
+        eprintln!(
+            "fntrace: warning: {path}: {} more rejected entries",
+            binary.rejected.len() - SHOWN_REJECTED
+        );
+    }
+}
+
+/// Groups the sites by function, in address order, and applies the filter.
+fn select<'a>(binary: &'a Binary, filter: &Filter, module: &str, demangled: bool) -> Vec<Entry<'a>> {
+    let mut groups: BTreeMap<(usize, u64), Entry<'a>> = BTreeMap::new();
+    for site in &binary.sites {
+        let function = binary.function_of(site);
+        let key = function.map_or((site.section, site.address), |f| (f.section, f.address));
+        groups
+            .entry(key)
+            .or_insert_with(|| Entry {
+                function,
+                name: match function {
+                    Some(f) if demangled => f.demangled(),
+                    Some(f) => f.name.clone(),
+                    None => format!("<no symbol at {:#x}>", site.address),
+                },
+                sites: Vec::new(),
+            })
+            .sites
+            .push(site);
+    }
+    groups
+        .into_values()
+        .filter(|e| {
+            let symbol = e.function.map_or(e.name.as_str(), |f| f.name.as_str());
+            let full = e.function.map_or_else(|| e.name.clone(), Function::demangled);
+            let base = e
+                .function
+                .and_then(|f| demangle::demangle_without_params(&f.name));
+            filter.selects(&Names {
+                symbol,
+                demangled: &full,
+                base: base.as_deref(),
+                module,
+            })
+        })
+        .collect()
+}
+
+fn address(binary: &Binary, section: usize, address: u64) -> String {
+    if binary.kind == FileKind::Relocatable {
+        format!("{}+{:#x}", binary.section_name(section), address)
+    } else {
+        format!("{address:016x}")
+    }
+}
+
+fn kinds(entry: &Entry<'_>) -> String {
+    let mut kinds: Vec<SiteKind> = entry.sites.iter().map(|s| s.kind).collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>().join("+")
+}
+
+fn start(entry: &Entry<'_>) -> (usize, u64) {
+    entry
+        .function
+        .map_or((entry.sites[0].section, entry.sites[0].address), |f| {
+            (f.section, f.address)
+        })
+}
+
+fn write_functions(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> io::Result<()> {
+    for e in entries {
+        let (section, addr) = start(e);
+        writeln!(
+            out,
+            "{} {:<12} {}",
+            address(binary, section, addr),
+            kinds(e),
+            e.name
+        )?;
+    }
+    Ok(())
+}
+
+fn write_sites(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> io::Result<()> {
+    for e in entries {
+        for s in &e.sites {
+            let offset = match e.function {
+                Some(f) if s.address < f.address => format!("-{:#x}", f.address - s.address),
+                Some(f) => format!("+{:#x}", s.address - f.address),
+                None => String::new(),
+            };
+            writeln!(
+                out,
+                "{} {:>3} {:<10} {:<7} {:<28} {}{} [{}]",
+                address(binary, s.section, s.address),
+                s.len(),
+                s.kind.as_str(),
+                s.form.to_string(),
+                s.source.as_str(),
+                e.name,
+                offset,
+                hex(&s.bytes),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct JsonFunction<'a> {
+    name: &'a str,
+    symbol: Option<&'a str>,
+    address: String,
+    size: Option<u64>,
+    kind: String,
+    section: &'a str,
+    local: bool,
+    file: Option<&'a str>,
+    sites: Vec<JsonSite<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonSite<'a> {
+    address: String,
+    len: usize,
+    kind: &'static str,
+    form: String,
+    source: &'static str,
+    prefix: u8,
+    bytes: String,
+    section: &'a str,
+}
+
+fn write_json(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> anyhow::Result<()> {
+    let functions: Vec<JsonFunction<'_>> = entries
+        .iter()
+        .map(|e| {
+            let (section, addr) = start(e);
+            JsonFunction {
+                name: &e.name,
+                symbol: e.function.map(|f| f.name.as_str()),
+                address: format!("{addr:#x}"),
+                size: e.function.map(|f| f.size),
+                kind: kinds(e),
+                section: binary.section_name(section),
+                local: e.function.is_some_and(|f| f.local),
+                file: e.function.and_then(|f| f.file.as_deref()),
+                sites: e
+                    .sites
+                    .iter()
+                    .map(|s| JsonSite {
+                        address: format!("{:#x}", s.address),
+                        len: s.len(),
+                        kind: s.kind.as_str(),
+                        form: s.form.to_string(),
+                        source: s.source.as_str(),
+                        prefix: s.prefix,
+                        bytes: s.bytes.iter().map(|b| format!("{b:02x}")).collect(),
+                        section: binary.section_name(s.section),
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    serde_json::to_writer_pretty(&mut *out, &functions)?;
+    writeln!(out)?;
+    Ok(())
+}

@@ -1,0 +1,239 @@
+//! Function filters in the syntax of ftrace's `set_ftrace_filter`: exact
+//! names, globs (`foo*`, `*foo`, `*foo*`, and `?`, `[a-z]` as the kernel's
+//! `glob_match` allows), `!pattern` to remove, and `PATTERN:mod:MODULE` to
+//! select within a module (`:mod:libm` selects all of `libm.so.6`).
+//!
+//! A pattern matches a function if it matches its symbol name, its demangled
+//! name, or its demangled name without parameters (`ns::f` for
+//! `ns::f(int)`). The selection is: every function matched by some plain
+//! pattern (every function if there is none), less those matched by a `!`
+//! pattern.
+
+use std::fmt;
+
+/// A bad pattern.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad filter pattern '{pattern}': {reason}")]
+pub struct FilterError {
+    /// The pattern as given.
+    pub pattern: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Token {
+    Char(char),
+    AnyChar,
+    AnyRun,
+    Class {
+        negated: bool,
+        ranges: Vec<(char, char)>,
+    },
+}
+
+/// A compiled glob.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Glob {
+    text: String,
+    tokens: Vec<Token>,
+    literal: bool,
+}
+
+impl Glob {
+    /// Compiles a glob: `*` any run, `?` any character, `[abc]`, `[a-z]`,
+    /// `[!a]` or `[^a]` classes, `\` escapes the next character.
+    pub fn new(text: &str) -> Result<Glob, String> {
+        let mut tokens = Vec::new();
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            tokens.push(match c {
+                '*' => Token::AnyRun,
+                '?' => Token::AnyChar,
+                '\\' => Token::Char(chars.next().ok_or("'\\' at the end")?),
+                '[' => {
+                    let negated = matches!(chars.peek(), Some('!' | '^'));
+                    if negated {
+                        chars.next();
+                    }
+                    let mut ranges = Vec::new();
+                    let mut first = true;
+                    loop {
+                        let c = chars.next().ok_or("'[' without ']'")?;
+                        if c == ']' && !first {
+                            break;
+                        }
+                        first = false;
+                        let lo = if c == '\\' {
+                            chars.next().ok_or("'\\' at the end")?
+                        } else {
+                            c
+                        };
+                        let mut hi = lo;
+                        if chars.peek() == Some(&'-') {
+                            chars.next();
+                            match chars.next().ok_or("'[' without ']'")? {
+                                ']' => {
+                                    ranges.push((lo, lo));
+                                    ranges.push(('-', '-'));
+                                    break;
+                                }
+                                h => hi = h,
+                            }
+                        }
+                        if hi < lo {
+                            return Err(format!("range '{lo}-{hi}' is backwards"));
+                        }
+                        ranges.push((lo, hi));
+                    }
+                    Token::Class { negated, ranges }
+                }
+                c => Token::Char(c),
+            });
+        }
+        let literal = tokens.iter().all(|t| matches!(t, Token::Char(_)));
+        Ok(Glob {
+            text: text.to_string(),
+            tokens,
+            literal,
+        })
+    }
+
+    /// True if the whole of `text` matches.
+    pub fn matches(&self, text: &str) -> bool {
+        if self.literal {
+            return self.tokens.len() == text.chars().count()
+                && self
+                    .tokens
+                    .iter()
+                    .zip(text.chars())
+                    .all(|(t, c)| *t == Token::Char(c));
+        }
+        let text: Vec<char> = text.chars().collect();
+        // Greedy matching with one backtrack point: the last `*` seen.
+        let (mut t, mut p) = (0, 0);
+        let mut star: Option<(usize, usize)> = None;
+        while t < text.len() {
+            match self.tokens.get(p) {
+                Some(Token::AnyRun) => {
+                    star = Some((p, t));
+                    p += 1;
+                    continue;
+                }
+                Some(token) if token_matches(token, text[t]) => {
+                    t += 1;
+                    p += 1;
+                    continue;
+                }
+                _ => {}
+            }
+            match star {
+                Some((sp, st)) => {
+                    p = sp + 1;
+                    t = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            }
+        }
+        self.tokens[p..].iter().all(|t| *t == Token::AnyRun)
+    }
+}
+
+fn token_matches(token: &Token, c: char) -> bool {
+    match token {
+        Token::Char(x) => *x == c,
+        Token::AnyChar => true,
+        Token::AnyRun => false,
+        Token::Class { negated, ranges } => ranges.iter().any(|&(lo, hi)| lo <= c && c <= hi) != *negated,
+    }
+}
+
+impl fmt::Display for Glob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    remove: bool,
+    name: Glob,
+    module: Option<Glob>,
+}
+
+/// A set of filter patterns.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    rules: Vec<Rule>,
+}
+
+/// The names a function is known by, for matching.
+pub struct Names<'a> {
+    /// The symbol name.
+    pub symbol: &'a str,
+    /// The demangled name.
+    pub demangled: &'a str,
+    /// The demangled name without parameters, if different.
+    pub base: Option<&'a str>,
+    /// The file name of the module (`libm.so.6`, `prog`).
+    pub module: &'a str,
+}
+
+impl Filter {
+    /// Parses patterns; an empty list selects everything.
+    pub fn parse<S: AsRef<str>>(patterns: &[S]) -> Result<Filter, FilterError> {
+        let mut rules = Vec::new();
+        for pattern in patterns {
+            let pattern = pattern.as_ref();
+            let err = |reason: String| FilterError {
+                pattern: pattern.to_string(),
+                reason,
+            };
+            let (remove, rest) = match pattern.strip_prefix('!') {
+                Some(rest) => (true, rest),
+                None => (false, pattern),
+            };
+            let (name, module) = match rest.rsplit_once(":mod:") {
+                Some((_, "")) => return Err(err("':mod:' needs a module name".into())),
+                Some((name, module)) => (name, Some(Glob::new(module).map_err(err)?)),
+                None => (rest, None),
+            };
+            if name.is_empty() && module.is_none() {
+                return Err(err("empty pattern".into()));
+            }
+            let name = Glob::new(if name.is_empty() { "*" } else { name }).map_err(err)?;
+            rules.push(Rule { remove, name, module });
+        }
+        Ok(Filter { rules })
+    }
+
+    /// True if no pattern was given.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// True if the filter selects the function with these names.
+    pub fn selects(&self, names: &Names<'_>) -> bool {
+        let hit = |rule: &Rule| {
+            rule.module
+                .as_ref()
+                .is_none_or(|m| module_matches(m, names.module))
+                && (rule.name.matches(names.symbol)
+                    || rule.name.matches(names.demangled)
+                    || names.base.is_some_and(|b| rule.name.matches(b)))
+        };
+        let mut adds = self.rules.iter().filter(|r| !r.remove).peekable();
+        let added = adds.peek().is_none() || adds.any(hit);
+        added && !self.rules.iter().filter(|r| r.remove).any(hit)
+    }
+}
+
+/// A module pattern matches the file name, or the file name up to `.so`
+/// (`libm` matches `libm.so.6`).
+fn module_matches(glob: &Glob, module: &str) -> bool {
+    glob.matches(module) || module.find(".so").is_some_and(|i| glob.matches(&module[..i]))
+}
+
+#[cfg(test)]
+mod tests;

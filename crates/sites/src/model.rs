@@ -1,0 +1,255 @@
+//! What discovery finds: functions, the sites in them, and the entries that
+//! did not check out.
+
+use std::fmt;
+
+pub use fntrace_arch::SledKind;
+
+/// What a site is for, from the instrumentation that produced it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SiteKind {
+    /// `call __fentry__` at the function entry (gcc/clang `-pg -mfentry`),
+    /// or the 5-byte NOP of `-mnop-mcount` there.
+    Fentry,
+    /// `call mcount` after the prologue (`-pg` without `-mfentry`, Rust's
+    /// `-Z instrument-mcount`).
+    Mcount,
+    /// A run of NOPs from `-fpatchable-function-entry=N[,M]`.
+    Patchable,
+    /// XRay entry sled.
+    XrayEntry,
+    /// XRay exit sled (at a `ret`).
+    XrayExit,
+    /// XRay tail-call exit sled.
+    XrayTail,
+    /// A function-exit site before a `ret` (gcc `-minstrument-return=nop5`
+    /// or `=call` with `-mrecord-return`).
+    Return,
+}
+
+impl SiteKind {
+    /// True for sites at (or near) the function entry, false for exit sites.
+    pub fn is_entry(self) -> bool {
+        matches!(
+            self,
+            SiteKind::Fentry | SiteKind::Mcount | SiteKind::Patchable | SiteKind::XrayEntry
+        )
+    }
+
+    /// The name used in listings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SiteKind::Fentry => "fentry",
+            SiteKind::Mcount => "mcount",
+            SiteKind::Patchable => "patchable",
+            SiteKind::XrayEntry => "xray-entry",
+            SiteKind::XrayExit => "xray-exit",
+            SiteKind::XrayTail => "xray-tail",
+            SiteKind::Return => "return",
+        }
+    }
+}
+
+impl fmt::Display for SiteKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where discovery learnt of a site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// The `__mcount_loc` table (gcc `-mrecord-mcount`, `fntrace recordmcount`).
+    McountLoc,
+    /// The `__patchable_function_entries` table.
+    PatchableFunctionEntries,
+    /// The `xray_instr_map` table.
+    XrayInstrMap,
+    /// The `__return_loc` table (gcc `-mrecord-return`).
+    ReturnLoc,
+    /// A relocation against `__fentry__`/`mcount` in a relocatable object.
+    Relocation,
+    /// A call to `__fentry__`/`mcount` found by decoding the code.
+    CodeScan,
+}
+
+impl Source {
+    /// The section name of a table source, or a short description.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::McountLoc => "__mcount_loc",
+            Source::PatchableFunctionEntries => "__patchable_function_entries",
+            Source::XrayInstrMap => "xray_instr_map",
+            Source::ReturnLoc => "__return_loc",
+            Source::Relocation => "relocation",
+            Source::CodeScan => "code-scan",
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The instruction at a site now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// A call instruction (to the profiling hook named by the site's kind).
+    Call,
+    /// One or more NOP instructions; `insns` counts them.
+    Nops {
+        /// Number of NOP instructions in the site.
+        insns: u16,
+    },
+    /// An unpatched XRay sled.
+    XraySled,
+}
+
+impl fmt::Display for Form {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Form::Call => f.write_str("call"),
+            Form::Nops { insns: 1 } => f.write_str("nop"),
+            Form::Nops { insns } => write!(f, "nop*{insns}"),
+            Form::XraySled => f.write_str("sled"),
+        }
+    }
+}
+
+/// One patchable place in the code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    /// ELF section index of the code section holding the site.
+    pub section: usize,
+    /// Link-time address: the virtual address in linked files (the runtime
+    /// adds the load bias), the section offset in relocatable objects.
+    pub address: u64,
+    /// What the site is for.
+    pub kind: SiteKind,
+    /// Where it was found.
+    pub source: Source,
+    /// The instruction(s) there now.
+    pub form: Form,
+    /// The exact bytes there now (their count is the site's length).
+    pub bytes: Box<[u8]>,
+    /// Bytes of the site that lie before the function's entry point
+    /// (`M` of `-fpatchable-function-entry=N,M`); 0 for every other kind.
+    pub prefix: u8,
+    /// Index into [`Binary::functions`] of the function it belongs to.
+    pub function: Option<usize>,
+}
+
+impl Site {
+    /// Length of the site in bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Never true: every site has at least one byte.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+/// A function symbol of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Function {
+    /// The symbol name as it is in the file (mangled).
+    pub name: String,
+    /// Index of the symbol in its symbol table (`.symtab`, or `.dynsym`
+    /// when the file has no `.symtab`).
+    pub symbol: usize,
+    /// ELF section index.
+    pub section: usize,
+    /// Link-time address (section offset in relocatable objects).
+    pub address: u64,
+    /// Size in bytes (from the symbol, or up to the next function).
+    pub size: u64,
+    /// A local (static) symbol.
+    pub local: bool,
+    /// For local symbols: the source file named by the preceding `STT_FILE`
+    /// symbol, which tells apart static functions of the same name.
+    pub file: Option<String>,
+}
+
+impl Function {
+    /// The demangled name (C++ Itanium, Rust legacy and v0), or the name.
+    pub fn demangled(&self) -> String {
+        crate::demangle::demangle(&self.name)
+    }
+
+    /// True if `address` lies inside the function.
+    pub fn contains(&self, section: usize, address: u64) -> bool {
+        section == self.section && address >= self.address && address - self.address < self.size.max(1)
+    }
+}
+
+/// A table entry or code location that looked like a site but is not one
+/// of the forms its kind allows: reported, never trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    /// ELF section index, if the address lies in a known section.
+    pub section: Option<usize>,
+    /// The address the entry designates.
+    pub address: u64,
+    /// Where the entry came from.
+    pub source: Source,
+    /// Why it was rejected.
+    pub reason: String,
+}
+
+/// The kind of ELF file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// A position-dependent executable (`ET_EXEC`).
+    Executable,
+    /// A position-independent executable (`ET_DYN` with an interpreter).
+    PieExecutable,
+    /// A shared library (`ET_DYN`).
+    SharedLibrary,
+    /// A relocatable object (`ET_REL`).
+    Relocatable,
+}
+
+impl FileKind {
+    /// The name used in listings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileKind::Executable => "executable",
+            FileKind::PieExecutable => "PIE executable",
+            FileKind::SharedLibrary => "shared library",
+            FileKind::Relocatable => "relocatable object",
+        }
+    }
+}
+
+/// Everything discovery learnt about one ELF file.
+#[derive(Debug, Clone)]
+pub struct Binary {
+    /// The kind of file.
+    pub kind: FileKind,
+    /// Architecture name (`x86_64`).
+    pub arch: &'static str,
+    /// Function symbols, sorted by section and address.
+    pub functions: Vec<Function>,
+    /// Sites, sorted by section and address, each found once.
+    pub sites: Vec<Site>,
+    /// Entries that did not check out.
+    pub rejected: Vec<Rejected>,
+    /// Names of the sections, by ELF section index.
+    pub section_names: Vec<String>,
+}
+
+impl Binary {
+    /// The name of section `index` (empty if unknown).
+    pub fn section_name(&self, index: usize) -> &str {
+        self.section_names.get(index).map_or("", String::as_str)
+    }
+
+    /// The function a site belongs to.
+    pub fn function_of(&self, site: &Site) -> Option<&Function> {
+        site.function.and_then(|i| self.functions.get(i))
+    }
+}

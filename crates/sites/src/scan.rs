@@ -1,0 +1,91 @@
+//! Finding sites that no table records: recordmcount's job, done at read
+//! time. Relocatable objects: every relocation against a hook at a call.
+//! Linked files: every call to a hook in the code of functions that have no
+//! entry site from a table (so a file that mixes objects with and without a
+//! table is covered too, and a fully recorded file costs nothing).
+
+use std::collections::HashSet;
+
+use crate::classify::{hook_kind, Context};
+use crate::model::{Form, Site, Source};
+
+/// Sections that hold PLT stubs rather than functions.
+fn is_plt(name: &str) -> bool {
+    name.starts_with(".plt") || name == ".iplt"
+}
+
+/// The sites found by scanning, that `known` does not hold yet.
+pub(crate) fn scan(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
+    let mut found = Vec::new();
+    if cx.hooks.is_empty() {
+        return found;
+    }
+    let at: HashSet<(usize, u64)> = known.iter().map(|s| (s.section, s.address)).collect();
+
+    if cx.image.relocatable() {
+        for (section, offset, len, hook) in cx.hooks.relocated_calls() {
+            if at.contains(&(section, offset)) {
+                continue;
+            }
+            if let Some(code) = cx.image.code(section, offset) {
+                let len = usize::from(len).min(code.len());
+                found.push(cx.site(
+                    section,
+                    offset,
+                    &code[..len],
+                    hook_kind(hook),
+                    Source::Relocation,
+                    Form::Call,
+                ));
+            }
+        }
+        return found;
+    }
+
+    let mut scan_range = |section: usize, start: u64, code: &[u8]| {
+        cx.image.isa.for_each_call(code, start, &mut |address, call| {
+            let Some(hook) = cx.hooks.linked_call(call.target) else {
+                return;
+            };
+            if at.contains(&(section, address)) {
+                return;
+            }
+            let offset = (address - start) as usize;
+            let len = usize::from(call.len);
+            found.push(cx.site(
+                section,
+                address,
+                &code[offset..offset + len],
+                hook_kind(hook),
+                Source::CodeScan,
+                Form::Call,
+            ));
+        });
+    };
+
+    if cx.functions.functions.is_empty() {
+        // No symbols at all (stripped): sweep the code sections.
+        for (index, section) in cx.image.code_sections() {
+            if !is_plt(&section.name) {
+                scan_range(index, section.address, section.data);
+            }
+        }
+        return found;
+    }
+    let covered: HashSet<usize> = known
+        .iter()
+        .filter(|s| s.kind.is_entry())
+        .filter_map(|s| s.function)
+        .collect();
+    for (i, f) in cx.functions.functions.iter().enumerate() {
+        if covered.contains(&i) || cx.image.section(f.section).is_some_and(|s| is_plt(&s.name)) {
+            continue;
+        }
+        let Some(code) = cx.image.code(f.section, f.address) else {
+            continue;
+        };
+        let body = &code[..code.len().min(usize::try_from(f.size).unwrap_or(usize::MAX))];
+        scan_range(f.section, f.address, body);
+    }
+    found
+}

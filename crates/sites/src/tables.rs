@@ -1,0 +1,266 @@
+//! The tables compilers leave behind: `__mcount_loc`, `__return_loc`,
+//! `__patchable_function_entries` (arrays of code pointers) and
+//! `xray_instr_map` (XRay sled records).
+//!
+//! In a linked file an entry is the stored word, unless a dynamic relocation
+//! covers it: in a PIE, gcc's `.quad` entries carry `R_X86_64_RELATIVE`
+//! relocations whose addend is the truth (lld leaves the word itself zero).
+//! XRay entries of version 2 and later are relative to their own address.
+//! In a relocatable object the words are zero: the relocations say where
+//! each entry points (`S + A`), as a section and an offset.
+
+use std::collections::HashMap;
+
+use fntrace_arch::{PointerReloc, SledKind};
+use object::{Object, ObjectSection, ObjectSymbol, RelocationFlags, RelocationTarget, SectionIndex};
+
+use crate::image::{Image, SectionInfo};
+use crate::model::{Rejected, Source};
+
+/// A table entry: the place it designates, and what it says about it.
+pub(crate) struct Entry {
+    pub source: Source,
+    pub section: usize,
+    pub address: u64,
+    /// XRay: the kind of sled.
+    pub sled: Option<SledKind>,
+    /// XRay: the address of the function the sled belongs to.
+    pub function: Option<u64>,
+}
+
+/// The pointer tables and the sources they stand for.
+const POINTER_TABLES: [(&str, Source); 3] = [
+    ("__mcount_loc", Source::McountLoc),
+    ("__patchable_function_entries", Source::PatchableFunctionEntries),
+    ("__return_loc", Source::ReturnLoc),
+];
+
+const XRAY_TABLE: &str = "xray_instr_map";
+
+/// Reads every table entry of the file.
+pub(crate) fn read(image: &Image<'_>) -> (Vec<Entry>, Vec<Rejected>) {
+    let mut reader = Reader {
+        image,
+        entries: Vec::new(),
+        rejected: Vec::new(),
+        dynamic: if image.relocatable() {
+            HashMap::new()
+        } else {
+            dynamic_values(image)
+        },
+    };
+    for (name, source) in POINTER_TABLES {
+        for (index, section) in image.sections_named(name) {
+            let words = reader.words(index, section, source);
+            for (_, target) in words {
+                reader.push(source, target, None, None);
+            }
+        }
+    }
+    for (index, section) in image.sections_named(XRAY_TABLE) {
+        reader.xray(index, section);
+    }
+    (reader.entries, reader.rejected)
+}
+
+/// A place an entry designates: a section (relocatable objects) or not
+/// known yet (linked files, found from the address), and an address.
+type Target = (Option<usize>, u64);
+
+struct Reader<'a, 'd> {
+    image: &'a Image<'d>,
+    entries: Vec<Entry>,
+    rejected: Vec<Rejected>,
+    /// Linked files: field address → value from a dynamic relocation.
+    dynamic: HashMap<u64, u64>,
+}
+
+impl Reader<'_, '_> {
+    fn reject(&mut self, section: Option<usize>, address: u64, source: Source, reason: String) {
+        self.rejected.push(Rejected {
+            section,
+            address,
+            source,
+            reason,
+        });
+    }
+
+    fn push(&mut self, source: Source, target: Target, sled: Option<SledKind>, function: Option<u64>) {
+        let (section, address) = target;
+        if !self.image.relocatable() && (address == 0 || address >= u64::MAX - 1) {
+            let reason = "null entry (a function the linker discarded?)".to_string();
+            return self.reject(None, address, source, reason);
+        }
+        let section = section.or_else(|| self.image.code_section_at(address));
+        match section.filter(|&s| self.image.section(s).is_some_and(|s| s.exec)) {
+            Some(section) => self.entries.push(Entry {
+                source,
+                section,
+                address,
+                sled,
+                function,
+            }),
+            None => self.reject(section, address, source, "points outside executable code".into()),
+        }
+    }
+
+    /// The pointer-sized words of a table section: (field offset in the
+    /// section, designated place).
+    fn words(&mut self, index: usize, section: &SectionInfo<'_>, source: Source) -> Vec<(u64, Target)> {
+        let step = self.image.isa.pointer_size();
+        if !section.data.len().is_multiple_of(step) {
+            let reason = format!("{} bytes is not a whole number of entries", section.data.len());
+            self.reject(Some(index), section.address, source, reason);
+        }
+        let relocs = if self.image.relocatable() {
+            self.relocations(index)
+        } else {
+            HashMap::new()
+        };
+        let mut out = Vec::with_capacity(section.data.len() / step);
+        for (i, word) in section.data.chunks_exact(step).enumerate() {
+            let offset = (i * step) as u64;
+            let field = section.address + offset;
+            let target = if self.image.relocatable() {
+                match relocs.get(&offset) {
+                    Some(&target) => target,
+                    None => {
+                        self.reject(Some(index), field, source, "entry without a relocation".into());
+                        continue;
+                    }
+                }
+            } else {
+                let stored = self.image.read_pointer(word).unwrap_or(0);
+                (None, self.dynamic.get(&field).copied().unwrap_or(stored))
+            };
+            out.push((offset, target));
+        }
+        out
+    }
+
+    /// Relocatable objects: the relocations of a table section, by offset.
+    fn relocations(&self, index: usize) -> HashMap<u64, Target> {
+        let mut out = HashMap::new();
+        let Ok(section) = self.image.file.section_by_index(SectionIndex(index)) else {
+            return out;
+        };
+        let data = self.image.section(index).map_or(&[][..], |s| s.data);
+        for (offset, reloc) in section.relocations() {
+            let RelocationFlags::Elf { r_type } = reloc.flags() else {
+                continue;
+            };
+            if self.image.isa.pointer_reloc(r_type.0).is_none() {
+                continue;
+            }
+            let RelocationTarget::Symbol(symbol) = reloc.target() else {
+                continue;
+            };
+            let Ok(symbol) = self.image.file.symbol_by_index(symbol) else {
+                continue;
+            };
+            let Some(target_section) = symbol.section_index() else {
+                continue;
+            };
+            let addend = if reloc.has_implicit_addend() {
+                usize::try_from(offset)
+                    .ok()
+                    .and_then(|o| data.get(o..))
+                    .and_then(|field| self.image.read_pointer(field))
+                    .unwrap_or(0)
+            } else {
+                reloc.addend() as u64
+            };
+            out.insert(
+                offset,
+                (Some(target_section.0), symbol.address().wrapping_add(addend)),
+            );
+        }
+        out
+    }
+
+    fn xray(&mut self, index: usize, section: &SectionInfo<'_>) {
+        let ptr = self.image.isa.pointer_size();
+        let size = 4 * ptr;
+        let source = Source::XrayInstrMap;
+        if !section.data.len().is_multiple_of(size) {
+            let reason = format!("{} bytes is not a whole number of sleds", section.data.len());
+            self.reject(Some(index), section.address, source, reason);
+        }
+        let words: HashMap<u64, Target> = self.words(index, section, source).into_iter().collect();
+        for (i, record) in section.data.chunks_exact(size).enumerate() {
+            let base = (i * size) as u64;
+            let sled = match record[2 * ptr] {
+                0 | 3 => SledKind::Entry,
+                1 => SledKind::Exit,
+                2 => SledKind::Tail,
+                // Custom and typed event sleds are not function sites.
+                _ => continue,
+            };
+            let version = record[2 * ptr + 2];
+            let (Some(&sled_at), Some(&function)) = (words.get(&base), words.get(&(base + ptr as u64)))
+            else {
+                continue;
+            };
+            // From version 2 on, linked entries are relative to themselves.
+            let relative = |field: u64, (section, value): Target| -> Target {
+                if version >= 2 && !self.image.relocatable() {
+                    (section, field.wrapping_add(value))
+                } else {
+                    (section, value)
+                }
+            };
+            let field = section.address + base;
+            let sled_at = relative(field, sled_at);
+            let function = relative(field + ptr as u64, function);
+            self.push(source, sled_at, Some(sled), Some(function.1));
+        }
+    }
+}
+
+/// Linked files: values that dynamic relocations put into table fields.
+fn dynamic_values(image: &Image<'_>) -> HashMap<u64, u64> {
+    let mut out = HashMap::new();
+    let tables: Vec<(u64, u64)> = POINTER_TABLES
+        .iter()
+        .map(|(name, _)| *name)
+        .chain([XRAY_TABLE])
+        .flat_map(|name| image.sections_named(name).map(|(_, s)| (s.address, s.size)))
+        .collect();
+    let Some(relocs) = image.file.dynamic_relocations() else {
+        return out;
+    };
+    for (field, reloc) in relocs {
+        if !tables
+            .iter()
+            .any(|&(start, size)| field >= start && field - start < size)
+        {
+            continue;
+        }
+        let RelocationFlags::Elf { r_type } = reloc.flags() else {
+            continue;
+        };
+        // With implicit addends (REL) the stored word already holds the value.
+        if reloc.has_implicit_addend() {
+            continue;
+        }
+        let value = match image.isa.pointer_reloc(r_type.0) {
+            Some(PointerReloc::Relative) => reloc.addend() as u64,
+            Some(PointerReloc::Absolute) => {
+                let RelocationTarget::Symbol(index) = reloc.target() else {
+                    continue;
+                };
+                let symbol = image
+                    .file
+                    .dynamic_symbol_table()
+                    .and_then(|t| object::ObjectSymbolTable::symbol_by_index(&t, index).ok());
+                match symbol.filter(|s| s.is_definition()) {
+                    Some(s) => s.address().wrapping_add(reloc.addend() as u64),
+                    None => continue,
+                }
+            }
+            _ => continue,
+        };
+        out.insert(field, value);
+    }
+    out
+}
