@@ -10,7 +10,7 @@ use crate::symbols::FunctionTable;
 use crate::tables::Entry;
 
 /// The longest run of NOPs taken as one patchable site.
-const MAX_PATCHABLE_BYTES: usize = 128;
+pub(crate) const MAX_PATCHABLE_BYTES: usize = 128;
 /// How many bytes a rejection message shows.
 const SHOWN_BYTES: usize = 8;
 
@@ -134,7 +134,7 @@ pub(crate) fn classify(cx: &Context<'_, '_>, entry: &Entry) -> Result<Site, Reje
             let mut site = cx.site(section, address, &code[..len], SiteKind::Patchable, source, form);
             // -fpatchable-function-entry=N,M puts M bytes before the entry.
             let end = address + len as u64;
-            if let Some(f) = cx.functions.starting_within(section, address + 1, end) {
+            if let Some(f) = cx.functions.starting_between(section, address, end) {
                 site.prefix = (cx.functions.functions[f].address - address) as u8;
                 site.function = Some(f);
             }

@@ -3,11 +3,21 @@
 //! Linked files: every call to a hook in the code of functions that have no
 //! entry site from a table (so a file that mixes objects with and without a
 //! table is covered too, and a fully recorded file costs nothing).
+//!
+//! Linked files also get back the patchable entries that a table lost:
+//! gcc 12 links the `__patchable_function_entries` piece of a whole
+//! translation unit to its first function, so when that function is a
+//! COMDAT copy the linker discards, the entries of every function of the
+//! unit go with it (any C++ unit whose first function is an inline one).
+//! Where all recorded entries share one shape (N bytes of NOPs, M of them
+//! before the entry), a function without an entry site that has exactly
+//! that NOP run at `entry - M` is such a site. Replacing a run of NOPs is
+//! safe whatever put it there.
 
 use std::collections::HashSet;
 
 use crate::classify::{hook_kind, Context};
-use crate::model::{Form, Site, Source};
+use crate::model::{Form, Site, SiteKind, Source};
 
 /// Sections that hold PLT stubs rather than functions.
 fn is_plt(name: &str) -> bool {
@@ -16,6 +26,26 @@ fn is_plt(name: &str) -> bool {
 
 /// The sites found by scanning, that `known` does not hold yet.
 pub(crate) fn scan(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
+    let mut found = hook_calls(cx, known);
+    if !cx.image.relocatable() {
+        let mut all = known.to_vec();
+        all.extend(found.iter().cloned());
+        found.extend(lost_patchable_entries(cx, &all));
+    }
+    found
+}
+
+/// Functions that have an entry site in `known`.
+fn covered(known: &[Site]) -> HashSet<usize> {
+    known
+        .iter()
+        .filter(|s| s.kind.is_entry())
+        .filter_map(|s| s.function)
+        .collect()
+}
+
+/// Calls to hooks that no table records.
+fn hook_calls(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
     let mut found = Vec::new();
     if cx.hooks.is_empty() {
         return found;
@@ -72,11 +102,7 @@ pub(crate) fn scan(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
         }
         return found;
     }
-    let covered: HashSet<usize> = known
-        .iter()
-        .filter(|s| s.kind.is_entry())
-        .filter_map(|s| s.function)
-        .collect();
+    let covered = covered(known);
     for (i, f) in cx.functions.functions.iter().enumerate() {
         if covered.contains(&i) || cx.image.section(f.section).is_some_and(|s| is_plt(&s.name)) {
             continue;
@@ -86,6 +112,50 @@ pub(crate) fn scan(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
         };
         let body = &code[..code.len().min(usize::try_from(f.size).unwrap_or(usize::MAX))];
         scan_range(f.section, f.address, body);
+    }
+    found
+}
+
+/// Patchable entries missing from the table (see the module comment).
+fn lost_patchable_entries(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
+    let mut recorded = known
+        .iter()
+        .filter(|s| s.source == Source::PatchableFunctionEntries);
+    let Some(first) = recorded.next() else {
+        return Vec::new();
+    };
+    let (len, prefix) = (first.len(), first.prefix);
+    if recorded.any(|s| s.len() != len || s.prefix != prefix) {
+        return Vec::new();
+    }
+    let covered = covered(known);
+    let mut found = Vec::new();
+    for (i, f) in cx.functions.functions.iter().enumerate() {
+        if covered.contains(&i) || cx.image.section(f.section).is_some_and(|s| is_plt(&s.name)) {
+            continue;
+        }
+        let Some(start) = f.address.checked_sub(u64::from(prefix)) else {
+            continue;
+        };
+        let Some(code) = cx.image.code(f.section, start) else {
+            continue;
+        };
+        let (insns, run) = cx.image.isa.nop_run(code, crate::classify::MAX_PATCHABLE_BYTES);
+        if run != len {
+            continue;
+        }
+        let form = Form::Nops { insns: insns as u16 };
+        let mut site = cx.site(
+            f.section,
+            start,
+            &code[..len],
+            SiteKind::Patchable,
+            Source::CodeScan,
+            form,
+        );
+        site.prefix = prefix;
+        site.function = Some(i);
+        found.push(site);
     }
     found
 }

@@ -109,9 +109,9 @@ impl FunctionTable {
         (f.section == section && f.address == address).then_some(i)
     }
 
-    /// The first function that starts after `start` and before `end`.
-    pub fn starting_within(&self, section: usize, start: u64, end: u64) -> Option<usize> {
-        let i = self.position(section, start);
+    /// The first function that starts after `address` and before `end`.
+    pub fn starting_between(&self, section: usize, address: u64, end: u64) -> Option<usize> {
+        let i = self.position(section, address);
         let f = self.functions.get(i)?;
         (f.section == section && f.address < end).then_some(i)
     }

@@ -1,0 +1,170 @@
+//! Shared helpers of the integration tests: a scratch directory, compiler
+//! and `fntrace` invocation, and the independent readings that results are
+//! compared with (`objdump -d`, `readelf -x`, `llvm-xray extract`).
+#![allow(dead_code)]
+
+pub mod check;
+pub mod truth;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// A fresh scratch directory for one test.
+pub struct Work {
+    pub dir: PathBuf,
+}
+
+impl Work {
+    pub fn new(name: &str) -> Work {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("fntrace-tests")
+            .join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Work { dir }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// The test programs' directory.
+pub fn programs() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs")
+}
+
+/// A test program's source file.
+pub fn program(rel: &str) -> String {
+    programs().join(rel).display().to_string()
+}
+
+/// Fails the test with a clear message if a tool the tests need is missing:
+/// a test that cannot run must not pass.
+pub fn require(tool: &str) {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "the tests need '{tool}': run .ci/run (it installs gcc, clang-14, clang-16, llvm)"
+    );
+}
+
+/// Runs a command that must succeed; returns its stdout.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Compiles and/or links with `compiler` (gcc, clang-16, g++, ...).
+pub fn cc(compiler: &str, args: &[&str]) {
+    require(compiler);
+    run(Command::new(compiler).args(args));
+}
+
+/// The `fntrace` binary under test.
+pub fn fntrace() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fntrace"))
+}
+
+/// Runs `fntrace` with arguments and returns the whole output.
+pub fn fntrace_output(args: &[&str]) -> Output {
+    fntrace().args(args).output().expect("run fntrace")
+}
+
+/// A site as `fntrace list --json` reports it.
+#[derive(Debug, Clone)]
+pub struct ListedSite {
+    pub address: u64,
+    pub len: usize,
+    pub kind: String,
+    pub source: String,
+    pub form: String,
+    pub prefix: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// A function as `fntrace list --json` reports it.
+#[derive(Debug, Clone)]
+pub struct ListedFunction {
+    pub name: String,
+    pub symbol: String,
+    pub address: u64,
+    pub kind: String,
+    pub local: bool,
+    pub file: Option<String>,
+    pub sites: Vec<ListedSite>,
+}
+
+pub fn hex_u64(v: &Value) -> u64 {
+    let s = v.as_str().expect("hex string");
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).expect("hex number")
+}
+
+fn parse_bytes(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
+        .collect()
+}
+
+/// `fntrace list --json FILE`: must succeed with nothing on stderr (no
+/// rejected entries).
+pub fn list(path: &Path) -> Vec<ListedFunction> {
+    let out = fntrace_output(&["list", "--json", &path.display().to_string()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "fntrace list {} failed: {stderr}",
+        path.display()
+    );
+    assert!(
+        stderr.is_empty(),
+        "fntrace list {} warned: {stderr}",
+        path.display()
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    json.as_array()
+        .expect("array")
+        .iter()
+        .map(|f| ListedFunction {
+            name: f["name"].as_str().unwrap().to_string(),
+            symbol: f["symbol"].as_str().unwrap_or("").to_string(),
+            address: hex_u64(&f["address"]),
+            kind: f["kind"].as_str().unwrap().to_string(),
+            local: f["local"].as_bool().unwrap(),
+            file: f["file"].as_str().map(str::to_string),
+            sites: f["sites"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| ListedSite {
+                    address: hex_u64(&s["address"]),
+                    len: s["len"].as_u64().unwrap() as usize,
+                    kind: s["kind"].as_str().unwrap().to_string(),
+                    source: s["source"].as_str().unwrap().to_string(),
+                    form: s["form"].as_str().unwrap().to_string(),
+                    prefix: s["prefix"].as_u64().unwrap(),
+                    bytes: parse_bytes(s["bytes"].as_str().unwrap()),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Every site of a listing, with the function it belongs to.
+pub fn sites(listing: &[ListedFunction]) -> Vec<(&ListedFunction, &ListedSite)> {
+    listing
+        .iter()
+        .flat_map(|f| f.sites.iter().map(move |s| (f, s)))
+        .collect()
+}

@@ -1,0 +1,238 @@
+//! Independent readings of compiled files, made with binutils and LLVM's
+//! own tools, for comparison with what fntrace discovers.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+use super::{require, run};
+
+/// One instruction as `objdump -d -w` shows it.
+#[derive(Debug, Clone)]
+pub struct Insn {
+    pub bytes: Vec<u8>,
+    pub text: String,
+    pub section: String,
+}
+
+/// The disassembly of a file.
+#[derive(Debug, Default)]
+pub struct Disasm {
+    /// Symbol labels (`0000000000001139 <leaf>:`) by address.
+    pub labels: BTreeMap<u64, String>,
+    /// Instructions by address.
+    pub insns: BTreeMap<u64, Insn>,
+}
+
+/// Disassembles the code sections of `path` with `objdump -d -w`.
+pub fn objdump(path: &Path) -> Disasm {
+    require("objdump");
+    let out = run(Command::new("objdump").args(["-d", "-w"]).arg(path));
+    let mut d = Disasm::default();
+    let mut section = String::new();
+    for line in out.lines() {
+        if let Some(rest) = line.strip_prefix("Disassembly of section ") {
+            section = rest.trim_end_matches(':').to_string();
+        } else if !line.starts_with(' ') {
+            let Some((addr, rest)) = line.split_once(" <") else {
+                continue;
+            };
+            if let (Ok(addr), Some(name)) = (u64::from_str_radix(addr, 16), rest.strip_suffix(">:")) {
+                d.labels.insert(addr, name.to_string());
+            }
+        } else if line.starts_with(' ') {
+            let mut parts = line.splitn(3, '\t');
+            let (Some(addr), Some(bytes)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let Ok(addr) = u64::from_str_radix(addr.trim().trim_end_matches(':'), 16) else {
+                continue;
+            };
+            let bytes = bytes
+                .split_whitespace()
+                .filter_map(|b| u8::from_str_radix(b, 16).ok())
+                .collect();
+            let text = parts.next().unwrap_or("").trim().to_string();
+            d.insns.insert(
+                addr,
+                Insn {
+                    bytes,
+                    text,
+                    section: section.clone(),
+                },
+            );
+        }
+    }
+    d
+}
+
+impl Disasm {
+    /// Addresses of the call instructions to one of `hooks` (`__fentry__`,
+    /// `mcount`), outside the PLT.
+    pub fn hook_calls(&self, hooks: &[&str]) -> BTreeSet<u64> {
+        self.insns
+            .iter()
+            .filter(|(_, i)| !i.section.starts_with(".plt") && i.text.starts_with("call"))
+            .filter(|(_, i)| {
+                hooks
+                    .iter()
+                    .any(|h| i.text.contains(&format!("<{h}@")) || i.text.contains(&format!("<{h}>")))
+            })
+            .map(|(a, _)| *a)
+            .collect()
+    }
+
+    /// The label at or before `address`: (its address, its name).
+    pub fn function_at(&self, address: u64) -> Option<(u64, &str)> {
+        self.labels
+            .range(..=address)
+            .next_back()
+            .map(|(a, n)| (*a, n.as_str()))
+    }
+
+    /// The bytes of the instructions that start at `address` and cover
+    /// `len` bytes.
+    pub fn bytes(&self, address: u64, len: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (_, insn) in self.insns.range(address..) {
+            if out.len() >= len {
+                break;
+            }
+            out.extend_from_slice(&insn.bytes);
+        }
+        out.truncate(len);
+        out
+    }
+
+    /// The instruction at exactly `address`.
+    pub fn insn(&self, address: u64) -> Option<&Insn> {
+        self.insns.get(&address)
+    }
+}
+
+/// The 64-bit little-endian words of section `name`, from `readelf -x`,
+/// each replaced by the addend of the `R_X86_64_RELATIVE` relocation that
+/// `readelf -r` shows at its address, if any (the linker may leave the word
+/// itself zero); empty if there is no such section.
+pub fn table(path: &Path, name: &str) -> Vec<u64> {
+    require("readelf");
+    let out = Command::new("readelf")
+        .args(["-x", name])
+        .arg(path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut start = None;
+    let mut bytes = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if !line.starts_with("0x") {
+            continue;
+        }
+        // "0x00002008 c9110000 00000000 e4110000 00000000 ................"
+        let mut groups = line.split(' ');
+        let address = u64::from_str_radix(groups.next().unwrap().trim_start_matches("0x"), 16).unwrap();
+        start.get_or_insert(address);
+        for group in groups.take(4) {
+            if group.len() != 8 || !group.bytes().all(|b| b.is_ascii_hexdigit()) {
+                break;
+            }
+            bytes.extend((0..4).map(|i| u8::from_str_radix(&group[2 * i..2 * i + 2], 16).unwrap()));
+        }
+    }
+    let relative = relative_addends(path);
+    let start = start.unwrap_or(0);
+    bytes
+        .chunks_exact(8)
+        .enumerate()
+        .map(|(i, c)| {
+            let word = u64::from_le_bytes(c.try_into().unwrap());
+            relative.get(&(start + 8 * i as u64)).copied().unwrap_or(word)
+        })
+        .collect()
+}
+
+/// Addends of the `R_X86_64_RELATIVE` dynamic relocations, by offset.
+fn relative_addends(path: &Path) -> BTreeMap<u64, u64> {
+    let out = run(Command::new("readelf").args(["-rW"]).arg(path));
+    out.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() == 4 && fields[2] == "R_X86_64_RELATIVE" {
+                Some((
+                    u64::from_str_radix(fields[0], 16).ok()?,
+                    u64::from_str_radix(fields[3], 16).ok()?,
+                ))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// An XRay sled as `llvm-xray extract` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Sled {
+    pub address: u64,
+    pub function: u64,
+    /// In fntrace's words: xray-entry, xray-exit, xray-tail.
+    pub kind: String,
+}
+
+/// The sleds of `path`, read by LLVM's own `llvm-xray extract`.
+pub fn xray_sleds(path: &Path, llvm_xray: &str) -> Vec<Sled> {
+    require(llvm_xray);
+    let out = run(Command::new(llvm_xray).arg("extract").arg(path));
+    let field = |line: &str, key: &str| -> Option<String> {
+        let start = line.find(&format!(" {key}: "))? + key.len() + 3;
+        let rest = &line[start..];
+        Some(rest[..rest.find([',', ' ', '}']).unwrap_or(rest.len())].to_string())
+    };
+    let num = |s: String| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    out.lines()
+        .filter(|l| l.starts_with("- {"))
+        .map(|l| Sled {
+            address: num(field(l, "address").unwrap()),
+            function: num(field(l, "function").unwrap()),
+            kind: match field(l, "kind").unwrap().as_str() {
+                "function-enter" | "log-args-enter" => "xray-entry",
+                "function-exit" => "xray-exit",
+                "tail-exit" => "xray-tail",
+                other => panic!("unexpected sled kind {other}"),
+            }
+            .to_string(),
+        })
+        .collect()
+}
+
+/// Relocations of a relocatable object, from `readelf -rW`: (section they
+/// apply to, offset, type, symbol).
+pub fn relocations(path: &Path) -> Vec<(String, u64, String, String)> {
+    require("readelf");
+    let out = run(Command::new("readelf").args(["-rW"]).arg(path));
+    let mut section = String::new();
+    let mut found = Vec::new();
+    for line in out.lines() {
+        if let Some(rest) = line.strip_prefix("Relocation section '") {
+            let name = &rest[..rest.find('\'').unwrap()];
+            section = name
+                .strip_prefix(".rela")
+                .or(name.strip_prefix(".rel"))
+                .unwrap_or(name)
+                .to_string();
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() >= 5 && fields[2].starts_with("R_") {
+            if let Ok(offset) = u64::from_str_radix(fields[0], 16) {
+                found.push((
+                    section.clone(),
+                    offset,
+                    fields[2].to_string(),
+                    fields[4].to_string(),
+                ));
+            }
+        }
+    }
+    found
+}
