@@ -24,7 +24,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let result = match cli.command {
         Command::List(args) => cmd::list::run(&args),
         Command::Recordmcount(args) => cmd::recordmcount::run(&args),
@@ -35,6 +38,35 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("fntrace: error: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Help and version go out as clap writes them; a usage error is one line.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::from(2)
+        }
+        _ => {
+            // clap's message is the lines before its usage block.
+            let text = e.render().to_string();
+            let message: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+                .collect();
+            let message = message.join(" ");
+            let message = message.strip_prefix("error: ").unwrap_or(&message);
+            eprintln!("fntrace: error: {message} (see 'fntrace --help')");
+            ExitCode::from(2)
         }
     }
 }

@@ -104,36 +104,38 @@ impl Reader<'_, '_> {
         }
     }
 
-    /// The pointer-sized words of a table section: (field offset in the
-    /// section, designated place).
+    /// The place the pointer field at `offset` of table section `index`
+    /// designates: through its relocation (objects), or its stored value
+    /// unless a dynamic relocation supplies it (linked files).
+    fn field(&self, section: &SectionInfo<'_>, relocs: &HashMap<u64, Target>, offset: u64) -> Option<Target> {
+        if self.image.relocatable() {
+            return relocs.get(&offset).copied();
+        }
+        let at = section.address + offset;
+        let stored = usize::try_from(offset)
+            .ok()
+            .and_then(|o| section.data.get(o..))
+            .and_then(|b| self.image.read_pointer(b))?;
+        Some((None, self.dynamic.get(&at).copied().unwrap_or(stored)))
+    }
+
+    /// Every pointer-sized field of a table section: (offset, designated place).
     fn words(&mut self, index: usize, section: &SectionInfo<'_>, source: Source) -> Vec<(u64, Target)> {
         let step = self.image.isa.pointer_size();
         if !section.data.len().is_multiple_of(step) {
             let reason = format!("{} bytes is not a whole number of entries", section.data.len());
             self.reject(Some(index), section.address, source, reason);
         }
-        let relocs = if self.image.relocatable() {
-            self.relocations(index)
-        } else {
-            HashMap::new()
-        };
+        let relocs = self.relocations(index);
         let mut out = Vec::with_capacity(section.data.len() / step);
-        for (i, word) in section.data.chunks_exact(step).enumerate() {
-            let offset = (i * step) as u64;
-            let field = section.address + offset;
-            let target = if self.image.relocatable() {
-                match relocs.get(&offset) {
-                    Some(&target) => target,
-                    None => {
-                        self.reject(Some(index), field, source, "entry without a relocation".into());
-                        continue;
-                    }
+        for offset in (0..section.data.len() / step).map(|i| (i * step) as u64) {
+            match self.field(section, &relocs, offset) {
+                Some(target) => out.push((offset, target)),
+                None => {
+                    let at = section.address + offset;
+                    self.reject(Some(index), at, source, "entry without a relocation".into());
                 }
-            } else {
-                let stored = self.image.read_pointer(word).unwrap_or(0);
-                (None, self.dynamic.get(&field).copied().unwrap_or(stored))
-            };
-            out.push((offset, target));
+            }
         }
         out
     }
@@ -141,6 +143,9 @@ impl Reader<'_, '_> {
     /// Relocatable objects: the relocations of a table section, by offset.
     fn relocations(&self, index: usize) -> HashMap<u64, Target> {
         let mut out = HashMap::new();
+        if !self.image.relocatable() {
+            return out;
+        }
         let Ok(section) = self.image.file.section_by_index(SectionIndex(index)) else {
             return out;
         };
@@ -186,7 +191,7 @@ impl Reader<'_, '_> {
             let reason = format!("{} bytes is not a whole number of sleds", section.data.len());
             self.reject(Some(index), section.address, source, reason);
         }
-        let words: HashMap<u64, Target> = self.words(index, section, source).into_iter().collect();
+        let relocs = self.relocations(index);
         for (i, record) in section.data.chunks_exact(size).enumerate() {
             let base = (i * size) as u64;
             let sled = match record[2 * ptr] {
@@ -197,21 +202,24 @@ impl Reader<'_, '_> {
                 _ => continue,
             };
             let version = record[2 * ptr + 2];
-            let (Some(&sled_at), Some(&function)) = (words.get(&base), words.get(&(base + ptr as u64)))
-            else {
+            let (Some(sled_at), Some(function)) = (
+                self.field(section, &relocs, base),
+                self.field(section, &relocs, base + ptr as u64),
+            ) else {
+                let at = section.address + base;
+                self.reject(Some(index), at, source, "sled without a relocation".into());
                 continue;
             };
             // From version 2 on, linked entries are relative to themselves.
-            let relative = |field: u64, (section, value): Target| -> Target {
+            let relative = |offset: u64, (section_index, value): Target| -> Target {
                 if version >= 2 && !self.image.relocatable() {
-                    (section, field.wrapping_add(value))
+                    (section_index, (section.address + offset).wrapping_add(value))
                 } else {
-                    (section, value)
+                    (section_index, value)
                 }
             };
-            let field = section.address + base;
-            let sled_at = relative(field, sled_at);
-            let function = relative(field + ptr as u64, function);
+            let sled_at = relative(base, sled_at);
+            let function = relative(base + ptr as u64, function);
             self.push(source, sled_at, Some(sled), Some(function.1));
         }
     }

@@ -6,8 +6,10 @@
 pub mod check;
 pub mod truth;
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -77,14 +79,64 @@ pub fn fntrace() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fntrace"))
 }
 
-/// Runs `fntrace` with arguments and returns the whole output.
+/// How long one `fntrace` run may take before the test calls it a hang.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Runs `fntrace` with arguments and returns the whole output; fails the
+/// test if it does not finish in time.
 pub fn fntrace_output(args: &[&str]) -> Output {
-    fntrace().args(args).output().expect("run fntrace")
+    let mut child = fntrace()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run fntrace");
+    let (mut stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        stdout.read_to_end(&mut buf).map(|_| buf)
+    });
+    let err = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        stderr.read_to_end(&mut buf).map(|_| buf)
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            panic!("fntrace {args:?} did not finish in {DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap().unwrap(),
+        stderr: err.join().unwrap().unwrap(),
+    }
+}
+
+/// Asserts a clean failure: the exit code, one line on stderr that starts
+/// with `fntrace: error:` and contains `what`, nothing on stdout.
+pub fn assert_fails(out: &Output, code: i32, what: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "exit status; stderr: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.starts_with("fntrace: error: "), "{stderr}");
+    assert!(stderr.contains(what), "'{what}' not in: {stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 /// A site as `fntrace list --json` reports it.
 #[derive(Debug, Clone)]
 pub struct ListedSite {
+    pub section: String,
     pub address: u64,
     pub len: usize,
     pub kind: String,
@@ -148,6 +200,7 @@ pub fn list(path: &Path) -> Vec<ListedFunction> {
                 .unwrap()
                 .iter()
                 .map(|s| ListedSite {
+                    section: s["section"].as_str().unwrap().to_string(),
                     address: hex_u64(&s["address"]),
                     len: s["len"].as_u64().unwrap() as usize,
                     kind: s["kind"].as_str().unwrap().to_string(),

@@ -205,9 +205,20 @@ pub fn xray_sleds(path: &Path, llvm_xray: &str) -> Vec<Sled> {
         .collect()
 }
 
-/// Relocations of a relocatable object, from `readelf -rW`: (section they
-/// apply to, offset, type, symbol).
-pub fn relocations(path: &Path) -> Vec<(String, u64, String, String)> {
+/// A relocation as `readelf -rW` shows it.
+#[derive(Debug, Clone)]
+pub struct Reloc {
+    /// The section it applies to (`.text` for `.rela.text`).
+    pub section: String,
+    pub offset: u64,
+    pub r_type: String,
+    /// Symbol name (a section name for section symbols).
+    pub symbol: String,
+    pub addend: i64,
+}
+
+/// Relocations of a relocatable object, from `readelf -rW`.
+pub fn relocations(path: &Path) -> Vec<Reloc> {
     require("readelf");
     let out = run(Command::new("readelf").args(["-rW"]).arg(path));
     let mut section = String::new();
@@ -222,16 +233,20 @@ pub fn relocations(path: &Path) -> Vec<(String, u64, String, String)> {
                 .to_string();
             continue;
         }
+        // "0000000000000002  0000000600000029 R_X86_64_GOTPCRELX  0000000000000000 __fentry__ - 4"
         let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields.len() >= 5 && fields[2].starts_with("R_") {
-            if let Ok(offset) = u64::from_str_radix(fields[0], 16) {
-                found.push((
-                    section.clone(),
-                    offset,
-                    fields[2].to_string(),
-                    fields[4].to_string(),
-                ));
-            }
+        if fields.len() >= 7 && fields[2].starts_with("R_") {
+            let Ok(offset) = u64::from_str_radix(fields[0], 16) else {
+                continue;
+            };
+            let magnitude = i64::from_str_radix(fields[6], 16).unwrap();
+            found.push(Reloc {
+                section: section.clone(),
+                offset,
+                r_type: fields[2].to_string(),
+                symbol: fields[4].to_string(),
+                addend: if fields[5] == "-" { -magnitude } else { magnitude },
+            });
         }
     }
     found
