@@ -1,0 +1,166 @@
+//! Discovery and recordmcount on damaged real files: every truncation, and
+//! thousands of deterministic corruptions of headers, section headers and
+//! tables, must give a result or an error, never a panic. (The fuzz target
+//! in `fuzz/` explores further; this keeps a fixed sample in every run.)
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn compile(out: &Path, compiler: &str, args: &[&str]) {
+    let status = Command::new(compiler)
+        .args(args)
+        .arg("-o")
+        .arg(out)
+        .status()
+        .unwrap_or_else(|e| panic!("the tests need {compiler} (run .ci/run): {e}"));
+    assert!(status.success(), "{compiler} {args:?}");
+}
+
+/// Compiles the samples into a directory of the calling test's own.
+fn samples(test: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("robustness")
+        .join(test);
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("sample.c");
+    std::fs::write(
+        &src,
+        "static int helper(int x) { return x * 3; }\n\
+         int leaf(int x) { return x + 1; }\n\
+         int tail(int x) { return leaf(x + 2); }\n\
+         int main(int argc, char **argv) { return helper(argc) + tail(argc); }\n",
+    )
+    .unwrap();
+    let src = src.to_str().unwrap();
+    let builds: &[(&str, &str, &[&str])] = &[
+        (
+            "fentry.o",
+            "gcc",
+            &["-O2", "-c", "-pg", "-mfentry", "-mrecord-mcount"],
+        ),
+        (
+            "scan.o",
+            "clang-16",
+            &["-O2", "-c", "-pg", "-mfentry", "-ffunction-sections"],
+        ),
+        (
+            "patchable.o",
+            "gcc",
+            &[
+                "-O2",
+                "-c",
+                "-fpatchable-function-entry=5,2",
+                "-ffunction-sections",
+            ],
+        ),
+        (
+            "fentry-pie",
+            "gcc",
+            &[
+                "-O2",
+                "-pg",
+                "-mfentry",
+                "-mrecord-mcount",
+                "-minstrument-return=nop5",
+                "-mrecord-return",
+            ],
+        ),
+        (
+            "patchable-pie",
+            "clang-16",
+            &["-O2", "-fpatchable-function-entry=5,2"],
+        ),
+        (
+            "xray-pie",
+            "clang-16",
+            &["-O2", "-fxray-instrument", "-fxray-instruction-threshold=1"],
+        ),
+    ];
+    builds
+        .iter()
+        .map(|(name, compiler, flags)| {
+            let out = dir.join(name);
+            let mut args = flags.to_vec();
+            args.push(src);
+            compile(&out, compiler, &args);
+            out
+        })
+        .collect()
+}
+
+/// Both entry points on one input; their results do not matter here.
+fn exercise(data: &[u8]) {
+    let _ = fntrace_sites::discover(data);
+    let _ = fntrace_sites::recordmcount::record(data);
+}
+
+/// xorshift64: a fixed, portable sequence.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+#[test]
+fn the_samples_are_read() {
+    for path in samples("read") {
+        let data = std::fs::read(&path).unwrap();
+        let binary = fntrace_sites::discover(&data).unwrap();
+        assert!(binary.sites.len() >= 3, "{}", path.display());
+        assert!(
+            binary.rejected.is_empty(),
+            "{}: {:?}",
+            path.display(),
+            binary.rejected
+        );
+    }
+}
+
+#[test]
+fn every_truncation() {
+    for path in samples("truncation") {
+        let data = std::fs::read(&path).unwrap();
+        // Every length for objects; for linked files every length in the
+        // headers and a stride through the rest.
+        let step = if data.len() > 8192 { 61 } else { 1 };
+        for len in (0..data.len()).filter(|&l| l < 4096 || l % step == 0) {
+            exercise(&data[..len]);
+        }
+    }
+}
+
+#[test]
+fn corrupted_headers_and_tables() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for path in samples("corruption") {
+        let original = std::fs::read(&path).unwrap();
+        let shoff = u64::from_le_bytes(original[0x28..0x30].try_into().unwrap()) as usize;
+        for round in 0..1500 {
+            let mut data = original.clone();
+            for _ in 0..1 + round % 4 {
+                // Aim at the ELF header, the section header table, or anywhere.
+                let at = match rng.below(3) {
+                    0 => rng.below(64),
+                    1 if shoff < data.len() => shoff + rng.below(data.len() - shoff),
+                    _ => rng.below(data.len()),
+                };
+                data[at] = match rng.below(4) {
+                    0 => 0,
+                    1 => 0xff,
+                    2 => data[at] ^ (1 << rng.below(8)),
+                    _ => rng.next() as u8,
+                };
+            }
+            exercise(&data);
+        }
+    }
+}
