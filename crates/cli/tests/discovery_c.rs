@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use common::check::{Expect, FENTRY_SCAN, FENTRY_TABLE, MCOUNT_SCAN, MCOUNT_TABLE};
-use common::{cc, program, Work};
+use common::{build_program, program, Work, C_PROGRAM};
 
 /// Functions of the test program that every build must list.
 const FUNCTIONS: &[&str] = &[
@@ -25,9 +25,7 @@ const FUNCTIONS: &[&str] = &[
 ];
 
 fn build(work: &Work, compiler: &str, pie: bool, flags: &[&str], extra: &[&str]) -> PathBuf {
-    let out = work.path("prog");
-    let (main, util) = (program("c/main.c"), program("c/util.c"));
-    let mut args = vec!["-O2", "-o", out.to_str().unwrap(), &main, &util];
+    let mut args = vec!["-O2"];
     args.extend(if pie {
         ["-fPIE", "-pie"]
     } else {
@@ -35,8 +33,7 @@ fn build(work: &Work, compiler: &str, pie: bool, flags: &[&str], extra: &[&str])
     });
     args.extend(flags);
     args.extend(extra);
-    cc(compiler, &args);
-    out
+    build_program(work, "prog", compiler, C_PROGRAM, &args)
 }
 
 fn check(bin: &Path, expect: Expect) {

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use common::check::{check, Expect, FENTRY_SCAN, MCOUNT_TABLE};
-use common::{cc, program, Work};
+use common::{build_program, Work, CXX_PROGRAM};
 
 /// Demangled names that the source defines and every build must list.
 const NAMES: &[&str] = &[
@@ -25,12 +25,9 @@ const NAMES: &[&str] = &[
 ];
 
 fn build(work: &Work, compiler: &str, flags: &[&str]) -> PathBuf {
-    let out = work.path("shapes");
-    let (a, b) = (program("cxx/shapes.cpp"), program("cxx/main.cpp"));
-    let mut args = vec!["-O0", "-o", out.to_str().unwrap(), &a, &b];
+    let mut args = vec!["-O0"];
     args.extend(flags);
-    cc(compiler, &args);
-    out
+    build_program(work, "shapes", compiler, CXX_PROGRAM, &args)
 }
 
 fn check_names(bin: &Path, expect: Expect) {
@@ -76,19 +73,12 @@ fn gxx_fentry_scanned() {
 fn gxx_mcount_recorded_optimized() {
     // At -O2 nothing is left in a discarded COMDAT, and gcc's table links.
     let work = Work::new("discovery_cxx-gxx_mcount_recorded");
-    let out = work.path("shapes");
-    let (a, b) = (program("cxx/shapes.cpp"), program("cxx/main.cpp"));
-    cc(
+    let out = build_program(
+        &work,
+        "shapes",
         "g++",
-        &[
-            "-O2",
-            "-pg",
-            "-mrecord-mcount",
-            "-o",
-            out.to_str().unwrap(),
-            &a,
-            &b,
-        ],
+        CXX_PROGRAM,
+        &["-O2", "-pg", "-mrecord-mcount"],
     );
     let listing = check(&out, MCOUNT_TABLE);
     let names: BTreeSet<&str> = listing.iter().map(|f| f.name.as_str()).collect();

@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{assert_fails, cc, fntrace_output, program, run, Work};
+use common::{assert_fails, build_program, fntrace_output, program, run, Work, C_PROGRAM};
 
 fn list(path: &Path) -> std::process::Output {
     fntrace_output(&["list", path.to_str().unwrap()])
@@ -14,25 +14,19 @@ fn list(path: &Path) -> std::process::Output {
 
 /// A small instrumented program and object.
 fn build(work: &Work) -> (PathBuf, PathBuf) {
-    let exe = work.path("prog");
-    let obj = work.path("util.o");
-    let (main, util) = (program("c/main.c"), program("c/util.c"));
-    cc(
+    let exe = build_program(
+        work,
+        "prog",
         "gcc",
-        &[
-            "-O2",
-            "-pg",
-            "-mfentry",
-            "-mrecord-mcount",
-            "-o",
-            exe.to_str().unwrap(),
-            &main,
-            &util,
-        ],
+        C_PROGRAM,
+        &["-O2", "-pg", "-mfentry", "-mrecord-mcount"],
     );
-    cc(
+    let obj = build_program(
+        work,
+        "util.o",
         "gcc",
-        &["-O2", "-pg", "-mfentry", "-c", "-o", obj.to_str().unwrap(), &util],
+        &["c/util.c"],
+        &["-O2", "-pg", "-mfentry", "-c"],
     );
     (exe, obj)
 }
@@ -149,9 +143,7 @@ fn section_offsets_out_of_range() {
 #[test]
 fn binary_without_sites() {
     let work = Work::new("errors-nosites");
-    let exe = work.path("plain");
-    let (main, util) = (program("c/main.c"), program("c/util.c"));
-    cc("gcc", &["-O2", "-o", exe.to_str().unwrap(), &main, &util]);
+    let exe = build_program(&work, "plain", "gcc", C_PROGRAM, &["-O2"]);
     let out = list(&exe);
     assert_fails(&out, 1, "no patchable sites");
     assert_fails(&out, 1, "-fpatchable-function-entry");

@@ -7,29 +7,20 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{cc, fntrace_output, list, program, Work};
+use common::{build_program, fntrace_output, list, Work, CXX_PROGRAM, C_PROGRAM};
 
 fn build(work: &Work) -> PathBuf {
-    let exe = work.path("prog");
-    let (main, util) = (program("c/main.c"), program("c/util.c"));
-    cc(
+    build_program(
+        work,
+        "prog",
         "gcc",
-        &[
-            "-O2",
-            "-pg",
-            "-mfentry",
-            "-mrecord-mcount",
-            "-o",
-            exe.to_str().unwrap(),
-            &main,
-            &util,
-        ],
-    );
-    exe
+        C_PROGRAM,
+        &["-O2", "-pg", "-mfentry", "-mrecord-mcount"],
+    )
 }
 
-/// The names `fntrace list` prints (last column) for these arguments.
-fn names(args: &[&str]) -> BTreeSet<String> {
+/// The lines `fntrace` prints for these arguments, which must succeed.
+fn lines(args: &[&str]) -> Vec<String> {
     let out = fntrace_output(args);
     assert!(
         out.status.success(),
@@ -38,6 +29,14 @@ fn names(args: &[&str]) -> BTreeSet<String> {
     );
     String::from_utf8_lossy(&out.stdout)
         .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The names `fntrace list` prints (last column) for these arguments.
+fn names(args: &[&str]) -> BTreeSet<String> {
+    lines(args)
+        .iter()
         .map(|l| l.rsplit(' ').next().unwrap().to_string())
         .collect()
 }
@@ -82,32 +81,14 @@ fn filters() {
 #[test]
 fn cxx_names_filter_by_demangled_name_or_symbol() {
     let work = Work::new("list-cxx");
-    let exe = work.path("shapes");
-    let (a, b) = (program("cxx/shapes.cpp"), program("cxx/main.cpp"));
-    cc(
+    let exe = build_program(
+        &work,
+        "shapes",
         "g++",
-        &[
-            "-O0",
-            "-fpatchable-function-entry=5",
-            "-o",
-            exe.to_str().unwrap(),
-            &a,
-            &b,
-        ],
+        CXX_PROGRAM,
+        &["-O0", "-fpatchable-function-entry=5"],
     );
     let p = exe.to_str().unwrap();
-    let lines = |args: &[&str]| -> Vec<String> {
-        let out = fntrace_output(args);
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
-    };
     let circle = lines(&["list", p, "shapes::Circle::*"]);
     assert!(
         circle.iter().any(|l| l.ends_with("shapes::Circle::area() const")),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::truth::{objdump, relocations, table};
-use common::{cc, fntrace_output, program, run, Work};
+use common::{build_program, cc, fntrace_output, program, run, Work, CXX_PROGRAM, C_PROGRAM};
 
 /// Compiles `sources` to objects in `dir` with `compiler` and `flags`.
 fn objects(work: &Work, dir: &str, compiler: &str, sources: &[&str], flags: &[&str]) -> Vec<PathBuf> {
@@ -82,11 +82,7 @@ fn check_program(bin: &Path, hooks: &[&str], expected_stdout: &str) {
 
 /// The stdout of the program built from `sources` without instrumentation.
 fn reference_output(work: &Work, compiler: &str, sources: &[&str], opt: &str) -> String {
-    let out = work.path("reference");
-    let sources: Vec<String> = sources.iter().map(|s| program(s)).collect();
-    let mut args: Vec<&str> = sources.iter().map(String::as_str).collect();
-    args.extend([opt, "-o", out.to_str().unwrap()]);
-    cc(compiler, &args);
+    let out = build_program(work, "reference", compiler, sources, &[opt]);
     run(&mut Command::new(&out))
 }
 
@@ -111,22 +107,20 @@ fn check_relocations(objects: &[PathBuf]) {
     }
 }
 
-const C_SOURCES: &[&str] = &["c/main.c", "c/util.c"];
-
 #[test]
 fn gcc_tables_match_gcc_own_and_objdump() {
     let work = Work::new("recordmcount-gcc");
-    let expected = reference_output(&work, "gcc", C_SOURCES, "-O2");
+    let expected = reference_output(&work, "gcc", C_PROGRAM, "-O2");
     for sections in [false, true] {
         let mut flags = vec!["-O2", "-pg", "-mfentry"];
         if sections {
             flags.push("-ffunction-sections");
         }
-        let ours = objects(&work, &format!("ours{sections}"), "gcc", C_SOURCES, &flags);
+        let ours = objects(&work, &format!("ours{sections}"), "gcc", C_PROGRAM, &flags);
         record(&ours);
         check_relocations(&ours);
         flags.push("-mrecord-mcount");
-        let gccs = objects(&work, &format!("gcc{sections}"), "gcc", C_SOURCES, &flags);
+        let gccs = objects(&work, &format!("gcc{sections}"), "gcc", C_PROGRAM, &flags);
 
         for gc in [false, true] {
             let ours_bin = work.path(&format!("ours-{sections}-{gc}"));
@@ -153,12 +147,12 @@ fn gcc_tables_match_gcc_own_and_objdump() {
 #[test]
 fn gcc_mcount_objects() {
     let work = Work::new("recordmcount-gcc-mcount");
-    let expected = reference_output(&work, "gcc", C_SOURCES, "-O2");
+    let expected = reference_output(&work, "gcc", C_PROGRAM, "-O2");
     let objs = objects(
         &work,
         "o",
         "gcc",
-        C_SOURCES,
+        C_PROGRAM,
         &["-O2", "-pg", "-ffunction-sections"],
     );
     record(&objs);
@@ -171,7 +165,7 @@ fn gcc_mcount_objects() {
 #[test]
 fn clang_tables_match_objdump() {
     let work = Work::new("recordmcount-clang");
-    let expected = reference_output(&work, "gcc", C_SOURCES, "-O2");
+    let expected = reference_output(&work, "gcc", C_PROGRAM, "-O2");
     for compiler in ["clang-14", "clang-16"] {
         for sections in [false, true] {
             let mut flags = vec!["-O2", "-pg", "-mfentry"];
@@ -182,7 +176,7 @@ fn clang_tables_match_objdump() {
                 &work,
                 &format!("{compiler}-{sections}"),
                 compiler,
-                C_SOURCES,
+                C_PROGRAM,
                 &flags,
             );
             record(&objs);
@@ -201,7 +195,7 @@ fn cxx_comdat_groups() {
     // Inline functions and templates are COMDAT: one copy survives, and its
     // table piece with it. g++'s own -mrecord-mcount fails to link this.
     let work = Work::new("recordmcount-cxx");
-    let sources = &["cxx/shapes.cpp", "cxx/main.cpp"];
+    let sources = CXX_PROGRAM;
     let expected = reference_output(&work, "g++", sources, "-O0");
     for compiler in ["g++", "clang++-16"] {
         let flags = ["-O0", "-pg", "-mfentry", "-ffunction-sections"];

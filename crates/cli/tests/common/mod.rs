@@ -68,6 +68,23 @@ pub fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The C test program's sources.
+pub const C_PROGRAM: &[&str] = &["c/main.c", "c/util.c"];
+/// The C++ test program's sources.
+pub const CXX_PROGRAM: &[&str] = &["cxx/shapes.cpp", "cxx/main.cpp"];
+
+/// Builds test program `sources` (under `tests/programs`) into the work
+/// directory as `name`: `compiler SOURCES -o name ARGS`.
+pub fn build_program(work: &Work, name: &str, compiler: &str, sources: &[&str], args: &[&str]) -> PathBuf {
+    let out = work.path(name);
+    let sources: Vec<String> = sources.iter().map(|s| program(s)).collect();
+    let mut all: Vec<&str> = sources.iter().map(String::as_str).collect();
+    all.extend(["-o", out.to_str().unwrap()]);
+    all.extend(args);
+    cc(compiler, &all);
+    out
+}
+
 /// Compiles and/or links with `compiler` (gcc, clang-16, g++, ...).
 pub fn cc(compiler: &str, args: &[&str]) {
     require(compiler);
