@@ -122,11 +122,7 @@ fn select<'a>(binary: &'a Binary, filter: &Filter, module: &str, demangled: bool
             .entry(key)
             .or_insert_with(|| Entry {
                 function,
-                name: match function {
-                    Some(f) if demangled => f.demangled(),
-                    Some(f) => f.name.clone(),
-                    None => format!("<no symbol at {:#x}>", site.address),
-                },
+                name: String::new(),
                 sites: Vec::new(),
             })
             .sites
@@ -134,18 +130,35 @@ fn select<'a>(binary: &'a Binary, filter: &Filter, module: &str, demangled: bool
     }
     groups
         .into_values()
-        .filter(|e| {
-            let symbol = e.function.map_or(e.name.as_str(), |f| f.name.as_str());
-            let full = e.function.map_or_else(|| e.name.clone(), Function::demangled);
-            let base = e
-                .function
-                .and_then(|f| demangle::demangle_without_params(&f.name));
-            filter.selects(&Names {
-                symbol,
+        .filter_map(|mut e| {
+            // Demangle once: for the filter, and for display.
+            let Some(f) = e.function else {
+                e.name = format!("<no symbol at {:#x}>", e.sites[0].address);
+                let names = Names {
+                    symbol: &e.name,
+                    demangled: &e.name,
+                    base: None,
+                    module,
+                };
+                return filter.selects(&names).then_some(e);
+            };
+            let full = f.demangled();
+            let base = if filter.is_empty() {
+                None
+            } else {
+                demangle::demangle_without_params(&f.name)
+            };
+            let names = Names {
+                symbol: &f.name,
                 demangled: &full,
                 base: base.as_deref(),
                 module,
-            })
+            };
+            if !filter.selects(&names) {
+                return None;
+            }
+            e.name = if demangled { full } else { f.name.clone() };
+            Some(e)
         })
         .collect()
 }
