@@ -1,0 +1,2 @@
+int good(void);
+int main(void) { return good() == 7 ? 0 : 1; }
