@@ -122,3 +122,46 @@ case!(clang16_patchable_3_1_pie, "clang-16", pie: true, ["-fpatchable-function-e
     Expect::Patchable { m: 1 });
 case!(clang16_xray_pie, "clang-16", pie: true, ["-fxray-instrument", "-fxray-instruction-threshold=1"],
     Expect::Xray { llvm_xray: "llvm-xray-16" });
+
+/// util.c as a shared library.
+fn shared_library(name: &str, compiler: &str, flags: &[&str], expect: Expect) {
+    let work = Work::new(&format!("discovery_c-{name}"));
+    let mut args = vec!["-O2", "-fPIC", "-shared"];
+    args.extend(flags);
+    let lib = build_program(&work, "libutil.so", compiler, &["c/util.c"], &args);
+    let listing = common::check::check(&lib, expect);
+    let names: BTreeSet<&str> = listing.iter().map(|f| f.name.as_str()).collect();
+    for name in ["util_sum", "util_helper_value", "util_varargs", "helper"] {
+        assert!(names.contains(name), "{name} not in {names:?}");
+    }
+    let out = common::fntrace_output(&["list", lib.to_str().unwrap(), ":mod:libutil"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        listing.len()
+    );
+}
+
+#[test]
+fn gcc_shared_library_fentry_recorded() {
+    shared_library(
+        "gcc-so-fentry",
+        "gcc",
+        &["-pg", "-mfentry", "-mrecord-mcount"],
+        FENTRY_TABLE,
+    );
+}
+
+#[test]
+fn gcc_shared_library_mcount_scanned() {
+    shared_library("gcc-so-mcount", "gcc", &["-pg"], MCOUNT_SCAN);
+}
+
+#[test]
+fn clang_shared_library_patchable() {
+    shared_library(
+        "clang-so-patchable",
+        "clang-16",
+        &["-fpatchable-function-entry=5,2"],
+        Expect::Patchable { m: 2 },
+    );
+}
