@@ -14,8 +14,6 @@
 //! that NOP run at `entry - M` is such a site. Replacing a run of NOPs is
 //! safe whatever put it there.
 
-use std::collections::HashSet;
-
 use crate::classify::{hook_kind, Context};
 use crate::model::{Form, Site, SiteKind, Source};
 
@@ -28,20 +26,27 @@ fn is_plt(name: &str) -> bool {
 pub(crate) fn scan(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
     let mut found = hook_calls(cx, known);
     if !cx.image.relocatable() {
-        let mut all = known.to_vec();
-        all.extend(found.iter().cloned());
-        found.extend(lost_patchable_entries(cx, &all));
+        let lost = lost_patchable_entries(cx, &[known, &found]);
+        found.extend(lost);
     }
     found
 }
 
-/// Functions that have an entry site in `known`.
-fn covered(known: &[Site]) -> HashSet<usize> {
-    known
-        .iter()
-        .filter(|s| s.kind.is_entry())
-        .filter_map(|s| s.function)
-        .collect()
+/// For each function, whether it has an entry site in `known`.
+fn covered(known: &[&[Site]], functions: usize) -> Vec<bool> {
+    let mut covered = vec![false; functions];
+    let sites = known.iter().flat_map(|k| k.iter());
+    for f in sites.filter(|s| s.kind.is_entry()).filter_map(|s| s.function) {
+        covered[f] = true;
+    }
+    covered
+}
+
+/// The places of `known`, sorted, to look up with `binary_search`.
+fn places(known: &[Site]) -> Vec<(usize, u64)> {
+    let mut at: Vec<(usize, u64)> = known.iter().map(|s| (s.section, s.address)).collect();
+    at.sort_unstable();
+    at
 }
 
 /// Calls to hooks that no table records.
@@ -50,11 +55,11 @@ fn hook_calls(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
     if cx.hooks.is_empty() {
         return found;
     }
-    let at: HashSet<(usize, u64)> = known.iter().map(|s| (s.section, s.address)).collect();
+    let at = places(known);
 
     if cx.image.relocatable() {
         for (section, offset, len, hook) in cx.hooks.relocated_calls() {
-            if at.contains(&(section, offset)) {
+            if at.binary_search(&(section, offset)).is_ok() {
                 continue;
             }
             if let Some(code) = cx.image.code(section, offset) {
@@ -77,7 +82,7 @@ fn hook_calls(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
             let Some(hook) = cx.hooks.linked_call(call.target) else {
                 return;
             };
-            if at.contains(&(section, address)) {
+            if at.binary_search(&(section, address)).is_ok() {
                 return;
             }
             let offset = (address - start) as usize;
@@ -102,9 +107,9 @@ fn hook_calls(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
         }
         return found;
     }
-    let covered = covered(known);
+    let covered = covered(&[known], cx.functions.functions.len());
     for (i, f) in cx.functions.functions.iter().enumerate() {
-        if covered.contains(&i) || cx.image.section(f.section).is_some_and(|s| is_plt(&s.name)) {
+        if covered[i] || cx.image.section(f.section).is_some_and(|s| is_plt(&s.name)) {
             continue;
         }
         let Some(code) = cx.image.code(f.section, f.address) else {
@@ -117,9 +122,10 @@ fn hook_calls(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
 }
 
 /// Patchable entries missing from the table (see the module comment).
-fn lost_patchable_entries(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
+fn lost_patchable_entries(cx: &Context<'_, '_>, known: &[&[Site]]) -> Vec<Site> {
     let mut recorded = known
         .iter()
+        .flat_map(|k| k.iter())
         .filter(|s| s.source == Source::PatchableFunctionEntries);
     let Some(first) = recorded.next() else {
         return Vec::new();
@@ -128,10 +134,10 @@ fn lost_patchable_entries(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
     if recorded.any(|s| s.len() != len || s.prefix != prefix) {
         return Vec::new();
     }
-    let covered = covered(known);
+    let covered = covered(known, cx.functions.functions.len());
     let mut found = Vec::new();
     for (i, f) in cx.functions.functions.iter().enumerate() {
-        if covered.contains(&i) || cx.image.section(f.section).is_some_and(|s| is_plt(&s.name)) {
+        if covered[i] || cx.image.section(f.section).is_some_and(|s| is_plt(&s.name)) {
             continue;
         }
         let Some(start) = f.address.checked_sub(u64::from(prefix)) else {

@@ -44,7 +44,7 @@ pub(crate) fn read(image: &Image<'_>) -> (Vec<Entry>, Vec<Rejected>) {
         entries: Vec::new(),
         rejected: Vec::new(),
         dynamic: if image.relocatable() {
-            HashMap::new()
+            Vec::new()
         } else {
             dynamic_values(image)
         },
@@ -71,8 +71,8 @@ struct Reader<'a, 'd> {
     image: &'a Image<'d>,
     entries: Vec<Entry>,
     rejected: Vec<Rejected>,
-    /// Linked files: field address → value from a dynamic relocation.
-    dynamic: HashMap<u64, u64>,
+    /// Linked files: (field address, value) from dynamic relocations, sorted.
+    dynamic: Vec<(u64, u64)>,
 }
 
 impl Reader<'_, '_> {
@@ -116,7 +116,11 @@ impl Reader<'_, '_> {
             .ok()
             .and_then(|o| section.data.get(o..))
             .and_then(|b| self.image.read_pointer(b))?;
-        Some((None, self.dynamic.get(&at).copied().unwrap_or(stored)))
+        let value = match self.dynamic.binary_search_by_key(&at, |&(field, _)| field) {
+            Ok(i) => self.dynamic[i].1,
+            Err(_) => stored,
+        };
+        Some((None, value))
     }
 
     /// Every pointer-sized field of a table section: (offset, designated place).
@@ -225,9 +229,10 @@ impl Reader<'_, '_> {
     }
 }
 
-/// Linked files: values that dynamic relocations put into table fields.
-fn dynamic_values(image: &Image<'_>) -> HashMap<u64, u64> {
-    let mut out = HashMap::new();
+/// Linked files: values that dynamic relocations put into table fields,
+/// sorted by field address.
+fn dynamic_values(image: &Image<'_>) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
     let tables: Vec<(u64, u64)> = POINTER_TABLES
         .iter()
         .map(|(name, _)| *name)
@@ -268,7 +273,8 @@ fn dynamic_values(image: &Image<'_>) -> HashMap<u64, u64> {
             }
             _ => continue,
         };
-        out.insert(field, value);
+        out.push((field, value));
     }
+    out.sort_unstable();
     out
 }
