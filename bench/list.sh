@@ -57,7 +57,7 @@ for entry in "${styles[@]}"; do
         "$fntrace list $bin" "nm -C $bin" "objdump -d $bin" >/dev/null
     read -r list_ms list_min list_max nm_ms objdump_ms < <(python3 -c 'import json,sys
 r=json.load(open(sys.argv[1]))["results"]
-print(*("%.2f" % (v*1e3) for v in (r[0]["median"], r[0]["min"], r[0]["max"], r[1]["median"], r[2]["median"]))))' "$out/$name.json")
+print(*("%.2f" % (v*1e3) for v in (r[0]["median"], r[0]["min"], r[0]["max"], r[1]["median"], r[2]["median"])))' "$out/$name.json")
     list_i=$(instructions "$fntrace" list "$bin")
     nm_i=$(instructions nm -C "$bin")
     python3 - "$name" "$count" "$list_ms" "$list_min" "$list_max" "$nm_ms" "$objdump_ms" "$list_i" "$nm_i" >>"$table" <<'EOF'

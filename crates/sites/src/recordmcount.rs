@@ -70,10 +70,12 @@ pub fn record(data: &[u8]) -> Result<Outcome> {
         return Ok(Outcome::AlreadyRecorded);
     }
     let file = object::File::parse(data)?;
-    let section_symbols: HashMap<usize, usize> = file
+    // Section symbols by section: (symbol index, value), for sites outside
+    // any function.
+    let section_symbols: HashMap<usize, (usize, u64)> = file
         .symbols()
         .filter(|s| s.kind() == SymbolKind::Section)
-        .filter_map(|s| Some((s.section_index()?.0, s.index().0)))
+        .filter_map(|s| Some((s.section_index()?.0, (s.index().0, s.address()))))
         .collect();
 
     let mut tables: BTreeMap<usize, Vec<Entry>> = BTreeMap::new();
@@ -84,7 +86,7 @@ pub fn record(data: &[u8]) -> Result<Outcome> {
         let (symbol, base) = match binary.function_of(site) {
             Some(f) => (f.symbol, f.address),
             None => match section_symbols.get(&site.section) {
-                Some(&symbol) => (symbol, 0),
+                Some(&(symbol, value)) => (symbol, value),
                 None => {
                     return Err(Error::Unsupported(format!(
                         "the site at {}+{:#x} has no function symbol to refer to",
