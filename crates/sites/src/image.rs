@@ -95,7 +95,14 @@ impl<'d> Image<'d> {
                 sections.resize_with(index + 1, || None);
             }
             sections[index] = Some(SectionInfo {
-                address: section.address(),
+                // In objects, addresses are section offsets (symbols and
+                // relocations count from the section start), whatever
+                // `sh_addr` says.
+                address: if kind == FileKind::Relocatable {
+                    0
+                } else {
+                    section.address()
+                },
                 size: if sh_type == SHT_NOBITS {
                     section.size()
                 } else {
