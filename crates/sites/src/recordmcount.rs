@@ -20,8 +20,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use object::elf::{
-    SHF_ALLOC, SHF_GROUP, SHF_INFO_LINK, SHF_LINK_ORDER, SHF_WRITE, SHT_GROUP, SHT_PROGBITS, SHT_REL,
-    SHT_RELA, SHT_SYMTAB,
+    SHF_ALLOC, SHF_GROUP, SHF_INFO_LINK, SHF_LINK_ORDER, SHF_WRITE, SHT_GROUP, SHT_NOBITS, SHT_PROGBITS,
+    SHT_REL, SHT_RELA, SHT_SYMTAB,
 };
 use object::read::elf::{FileHeader, SectionHeader as _};
 use object::write::elf::{Encoder, FileHeader as WriteHeader, FileHeaderLayout, Rel, SectionHeader};
@@ -148,6 +148,17 @@ fn append<Elf: FileHeader<Endian = Endianness>>(
     let encoder = Encoder::new(endian, header.is_type_64(), header.e_machine(endian));
     let (r_type, rela) = isa.absolute_pointer_reloc();
     let ptr = isa.pointer_size();
+
+    // The file header is rewritten: no section's contents may lie in it.
+    let header_size = encoder.file_header_size();
+    for (index, section) in sections.iter().enumerate().skip(1) {
+        let (offset, size): (u64, u64) = (section.sh_offset(endian).into(), section.sh_size(endian).into());
+        if section.sh_type(endian) != SHT_NOBITS && size != 0 && offset < header_size {
+            return Err(Error::Malformed(format!(
+                "section {index} overlaps the ELF header"
+            )));
+        }
+    }
 
     let mut headers: Vec<SectionHeader> = sections
         .iter()
