@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use object::elf::{
     SHF_ALLOC, SHF_GROUP, SHF_INFO_LINK, SHF_LINK_ORDER, SHF_WRITE, SHT_GROUP, SHT_NOBITS, SHT_PROGBITS,
-    SHT_REL, SHT_RELA, SHT_SYMTAB,
+    SHT_REL, SHT_RELA, SHT_STRTAB, SHT_SYMTAB,
 };
 use object::read::elf::{FileHeader, SectionHeader as _};
 use object::write::elf::{Encoder, FileHeader as WriteHeader, FileHeaderLayout, Rel, SectionHeader};
@@ -182,10 +182,13 @@ fn append<Elf: FileHeader<Endian = Endianness>>(
         groups.insert(index, words);
     }
 
-    let mut names = sections
-        .section(object::SectionIndex(shstrndx))?
-        .data(endian, data)?
-        .to_vec();
+    let names_section = sections.section(object::SectionIndex(shstrndx))?;
+    if names_section.sh_type(endian) != SHT_STRTAB || shstrndx == symtab {
+        return Err(Error::Malformed(format!(
+            "section {shstrndx}, the section-name table, is not a string table"
+        )));
+    }
+    let mut names = names_section.data(endian, data)?.to_vec();
     let table_name = names.len() as u32;
     names.extend_from_slice(TABLE.as_bytes());
     names.push(0);
