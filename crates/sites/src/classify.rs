@@ -133,7 +133,7 @@ pub(crate) fn classify(cx: &Context<'_, '_>, entry: &Entry) -> Result<Site, Reje
             let form = Form::Nops { insns: insns as u16 };
             let mut site = cx.site(section, address, &code[..len], SiteKind::Patchable, source, form);
             // -fpatchable-function-entry=N,M puts M bytes before the entry.
-            let end = address + len as u64;
+            let end = address.saturating_add(len as u64);
             if let Some(f) = cx.functions.starting_between(section, address, end) {
                 site.prefix = (cx.functions.functions[f].address - address) as u8;
                 site.function = Some(f);
@@ -184,7 +184,7 @@ fn entry_kind_by_position(cx: &Context<'_, '_>, section: usize, address: u64) ->
         .image
         .code(section, f.address)
         .map_or(0, |c| cx.image.isa.landing_pad_len(c));
-    if address == f.address + pad as u64 {
+    if address == f.address.wrapping_add(pad as u64) {
         SiteKind::Fentry
     } else {
         SiteKind::Mcount

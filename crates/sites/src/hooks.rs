@@ -106,7 +106,8 @@ impl Hooks {
                 let step = image.isa.pointer_size();
                 for (i, word) in got.data.chunks_exact(step).enumerate() {
                     if let Some(hook) = image.read_pointer(word).and_then(|v| defined.get(&v)) {
-                        self.slots.insert(got.address + (i * step) as u64, *hook);
+                        self.slots
+                            .insert(got.address.wrapping_add((i * step) as u64), *hook);
                     }
                 }
             }

@@ -81,7 +81,7 @@ fn settle(mut sites: Vec<Site>, rejected: &mut Vec<Rejected>) -> Vec<Site> {
             if prev.section == site.section && prev.address == site.address {
                 continue;
             }
-            if prev.section == site.section && site.address < prev.address + prev.len() as u64 {
+            if prev.section == site.section && site.address < prev.address.saturating_add(prev.len() as u64) {
                 rejected.push(Rejected {
                     section: Some(site.section),
                     address: site.address,

@@ -84,7 +84,9 @@ impl FunctionTable {
             let f = &functions[i];
             let end = match functions.get(i + 1) {
                 Some(next) if next.section == f.section => next.address,
-                _ => image.section(f.section).map_or(f.address, |s| s.address + s.size),
+                _ => image
+                    .section(f.section)
+                    .map_or(f.address, |s| s.address.saturating_add(s.size)),
             };
             functions[i].size = end.saturating_sub(f.address);
         }

@@ -51,8 +51,8 @@ pub(crate) fn read(image: &Image<'_>) -> (Vec<Entry>, Vec<Rejected>) {
     };
     for (name, source) in POINTER_TABLES {
         for (index, section) in image.sections_named(name) {
-            let words = reader.words(index, section, source);
-            for (_, target) in words {
+            let targets = reader.targets(index, section, source);
+            for target in targets {
                 reader.push(source, target, None, None);
             }
         }
@@ -104,14 +104,14 @@ impl Reader<'_, '_> {
         }
     }
 
-    /// The place the pointer field at `offset` of table section `index`
+    /// The place the pointer field at `offset` of a table section
     /// designates: through its relocation (objects), or its stored value
     /// unless a dynamic relocation supplies it (linked files).
     fn field(&self, section: &SectionInfo<'_>, relocs: &HashMap<u64, Target>, offset: u64) -> Option<Target> {
         if self.image.relocatable() {
             return relocs.get(&offset).copied();
         }
-        let at = section.address + offset;
+        let at = section.address.wrapping_add(offset);
         let stored = usize::try_from(offset)
             .ok()
             .and_then(|o| section.data.get(o..))
@@ -123,8 +123,8 @@ impl Reader<'_, '_> {
         Some((None, value))
     }
 
-    /// Every pointer-sized field of a table section: (offset, designated place).
-    fn words(&mut self, index: usize, section: &SectionInfo<'_>, source: Source) -> Vec<(u64, Target)> {
+    /// The places the pointer-sized fields of a table section designate.
+    fn targets(&mut self, index: usize, section: &SectionInfo<'_>, source: Source) -> Vec<Target> {
         let step = self.image.isa.pointer_size();
         if !section.data.len().is_multiple_of(step) {
             let reason = format!("{} bytes is not a whole number of entries", section.data.len());
@@ -134,9 +134,9 @@ impl Reader<'_, '_> {
         let mut out = Vec::with_capacity(section.data.len() / step);
         for offset in (0..section.data.len() / step).map(|i| (i * step) as u64) {
             match self.field(section, &relocs, offset) {
-                Some(target) => out.push((offset, target)),
+                Some(target) => out.push(target),
                 None => {
-                    let at = section.address + offset;
+                    let at = section.address.wrapping_add(offset);
                     self.reject(Some(index), at, source, "entry without a relocation".into());
                 }
             }
@@ -210,14 +210,17 @@ impl Reader<'_, '_> {
                 self.field(section, &relocs, base),
                 self.field(section, &relocs, base + ptr as u64),
             ) else {
-                let at = section.address + base;
+                let at = section.address.wrapping_add(base);
                 self.reject(Some(index), at, source, "sled without a relocation".into());
                 continue;
             };
             // From version 2 on, linked entries are relative to themselves.
             let relative = |offset: u64, (section_index, value): Target| -> Target {
                 if version >= 2 && !self.image.relocatable() {
-                    (section_index, (section.address + offset).wrapping_add(value))
+                    (
+                        section_index,
+                        section.address.wrapping_add(offset).wrapping_add(value),
+                    )
                 } else {
                     (section_index, value)
                 }
