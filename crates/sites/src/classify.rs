@@ -1,7 +1,7 @@
 //! Checking what a table says against the bytes: every entry must point at
 //! one of the forms its kind allows, or it is rejected with the reason.
 
-use fntrace_arch::{hex, SledKind};
+use fntrace_arch::{hex, Call, SledKind};
 
 use crate::hooks::{Hook, Hooks};
 use crate::image::Image;
@@ -45,13 +45,13 @@ impl Context<'_, '_> {
         }
     }
 
-    /// The hook a call at this place goes to.
-    fn hook_of_call(&self, section: usize, address: u64, code: &[u8]) -> Option<(usize, Hook)> {
+    /// The hook that `call`, at this place, goes to, and the call's length
+    /// (objects: as its relocation says).
+    fn hook_of_call(&self, section: usize, address: u64, call: Call) -> Option<(usize, Hook)> {
         if self.image.relocatable() {
             let (len, hook) = self.hooks.relocated_call(section, address)?;
             return Some((len.into(), hook));
         }
-        let call = self.image.isa.decode_call(code, address)?;
         Some((call.len.into(), self.hooks.linked_call(call.target)?))
     }
 }
@@ -85,7 +85,7 @@ pub(crate) fn classify(cx: &Context<'_, '_>, entry: &Entry) -> Result<Site, Reje
                 "__fentry__ or mcount"
             };
             if let Some(call) = cx.image.isa.decode_call(code, address) {
-                return match cx.hook_of_call(section, address, code) {
+                return match cx.hook_of_call(section, address, call) {
                     Some((len, hook)) if wanted.contains(&hook) => Ok(cx.site(
                         section,
                         address,
