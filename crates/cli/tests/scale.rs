@@ -4,28 +4,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use common::{cc, fntrace_output, run, Work};
+use common::{build_generated, fntrace_output, Work};
 
 const FUNCTIONS: usize = 20_000;
 
-fn generate(work: &Work) -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/gen-functions.sh");
-    let source = run(Command::new("bash").arg(script).arg(FUNCTIONS.to_string()));
-    let path = work.path("functions.c");
-    std::fs::write(&path, source).unwrap();
-    path
-}
-
 fn check(name: &str, compiler: &str, flags: &[&str], kind: &str) {
     let work = Work::new(&format!("scale-{name}"));
-    let source = generate(&work);
-    let exe = work.path("prog");
-    let mut args = vec!["-O0", source.to_str().unwrap(), "-o", exe.to_str().unwrap()];
+    let mut args = vec!["-O0"];
     args.extend(flags);
-    cc(compiler, &args);
+    let exe = build_generated(&work, FUNCTIONS, compiler, &args);
     let out = fntrace_output(&["list", exe.to_str().unwrap(), "f[0-9]*"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));

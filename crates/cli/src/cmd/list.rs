@@ -281,7 +281,11 @@ fn write_json(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> a
             }
         })
         .collect();
-    serde_json::to_writer_pretty(&mut *out, &functions)?;
+    // Keep I/O errors I/O errors, so that a closed pipe is recognised.
+    serde_json::to_writer_pretty(&mut *out, &functions).map_err(|e| match e.io_error_kind() {
+        Some(kind) => io::Error::from(kind),
+        None => io::Error::other(e),
+    })?;
     writeln!(out)?;
     Ok(())
 }

@@ -85,6 +85,20 @@ pub fn build_program(work: &Work, name: &str, compiler: &str, sources: &[&str], 
     out
 }
 
+/// Builds a generated program with `functions` leaf functions
+/// (`bench/gen-functions.sh`) into the work directory as `prog`.
+pub fn build_generated(work: &Work, functions: usize, compiler: &str, args: &[&str]) -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/gen-functions.sh");
+    let source = run(Command::new("bash").arg(script).arg(functions.to_string()));
+    let path = work.path("functions.c");
+    std::fs::write(&path, source).unwrap();
+    let out = work.path("prog");
+    let mut all = vec![path.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    all.extend(args);
+    cc(compiler, &all);
+    out
+}
+
 /// Compiles and/or links with `compiler` (gcc, clang-16, g++, ...).
 pub fn cc(compiler: &str, args: &[&str]) {
     require(compiler);
