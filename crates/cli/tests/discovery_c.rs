@@ -123,6 +123,16 @@ case!(clang16_patchable_3_1_pie, "clang-16", pie: true, ["-fpatchable-function-e
 case!(clang16_xray_pie, "clang-16", pie: true, ["-fxray-instrument", "-fxray-instruction-threshold=1"],
     Expect::Xray { llvm_xray: "llvm-xray-16" });
 
+// Linked by lld, which leaves the table words of a PIE zero: the values are
+// only in the R_X86_64_RELATIVE relocations.
+case!(clang16_lld_patchable_pie, "clang-16", pie: true, ["-fuse-ld=lld", "-fpatchable-function-entry=5,2"],
+    Expect::Patchable { m: 2 });
+case!(clang16_lld_xray_pie, "clang-16", pie: true,
+    ["-fuse-ld=lld", "-fxray-instrument", "-fxray-instruction-threshold=1"],
+    Expect::Xray { llvm_xray: "llvm-xray-16" });
+case!(gcc_lld_fentry_recorded_nopie, "gcc", pie: false, ["-fuse-ld=lld", "-pg", "-mfentry", "-mrecord-mcount"],
+    FENTRY_TABLE);
+
 /// util.c as a shared library.
 fn shared_library(name: &str, compiler: &str, flags: &[&str], expect: Expect) {
     let work = Work::new(&format!("discovery_c-{name}"));

@@ -43,7 +43,12 @@ fn record(objects: &[PathBuf]) {
 }
 
 fn link(linker: &str, objects: &[PathBuf], out: &Path, gc: bool) {
+    link_with(linker, objects, out, gc, &[]);
+}
+
+fn link_with(linker: &str, objects: &[PathBuf], out: &Path, gc: bool, extra: &[&str]) {
     let mut args: Vec<String> = objects.iter().map(|o| o.display().to_string()).collect();
+    args.extend(extra.iter().map(|a| a.to_string()));
     args.extend(["-pg".into(), "-o".into(), out.display().to_string()]);
     if gc {
         args.push("-Wl,--gc-sections".into());
@@ -187,6 +192,28 @@ fn clang_tables_match_objdump() {
                 check_program(&bin, &["__fentry__"], &expected);
             }
         }
+    }
+}
+
+#[test]
+fn lld_links_the_tables_into_a_pie() {
+    // gcc's own read-only __mcount_loc cannot be linked into a PIE by lld
+    // ("relocation R_X86_64_64 cannot be used against local symbol"); the
+    // writable tables recordmcount makes can, with or without --gc-sections.
+    let work = Work::new("recordmcount-lld");
+    let expected = reference_output(&work, "gcc", C_PROGRAM, "-O2");
+    let objs = objects(
+        &work,
+        "o",
+        "gcc",
+        C_PROGRAM,
+        &["-O2", "-pg", "-mfentry", "-ffunction-sections"],
+    );
+    record(&objs);
+    for gc in [false, true] {
+        let bin = work.path(&format!("prog-{gc}"));
+        link_with("gcc", &objs, &bin, gc, &["-fuse-ld=lld", "-pie"]);
+        check_program(&bin, &["__fentry__"], &expected);
     }
 }
 
