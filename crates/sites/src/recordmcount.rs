@@ -183,7 +183,7 @@ fn append<Elf: FileHeader<Endian = Endianness>>(
     }
 
     let names_section = sections.section(object::SectionIndex(shstrndx))?;
-    if names_section.sh_type(endian) != SHT_STRTAB || shstrndx == symtab {
+    if names_section.sh_type(endian) != SHT_STRTAB {
         return Err(Error::Malformed(format!(
             "section {shstrndx}, the section-name table, is not a string table"
         )));
