@@ -42,6 +42,15 @@ fn record(objects: &[PathBuf]) {
     );
 }
 
+/// Compiles `sources` to objects and runs recordmcount on them; every new
+/// table entry must be relocated against a function symbol.
+fn recorded(work: &Work, dir: &str, compiler: &str, sources: &[&str], flags: &[&str]) -> Vec<PathBuf> {
+    let objs = objects(work, dir, compiler, sources, flags);
+    record(&objs);
+    check_relocations(&objs);
+    objs
+}
+
 fn link(linker: &str, objects: &[PathBuf], out: &Path, gc: bool) {
     link_with(linker, objects, out, gc, &[]);
 }
@@ -121,9 +130,7 @@ fn gcc_tables_match_gcc_own_and_objdump() {
         if sections {
             flags.push("-ffunction-sections");
         }
-        let ours = objects(&work, &format!("ours{sections}"), "gcc", C_PROGRAM, &flags);
-        record(&ours);
-        check_relocations(&ours);
+        let ours = recorded(&work, &format!("ours{sections}"), "gcc", C_PROGRAM, &flags);
         flags.push("-mrecord-mcount");
         let gccs = objects(&work, &format!("gcc{sections}"), "gcc", C_PROGRAM, &flags);
 
@@ -153,15 +160,13 @@ fn gcc_tables_match_gcc_own_and_objdump() {
 fn gcc_mcount_objects() {
     let work = Work::new("recordmcount-gcc-mcount");
     let expected = reference_output(&work, "gcc", C_PROGRAM, "-O2");
-    let objs = objects(
+    let objs = recorded(
         &work,
         "o",
         "gcc",
         C_PROGRAM,
         &["-O2", "-pg", "-ffunction-sections"],
     );
-    record(&objs);
-    check_relocations(&objs);
     let bin = work.path("prog");
     link("gcc", &objs, &bin, true);
     check_program(&bin, &["mcount", "_mcount"], &expected);
@@ -177,15 +182,13 @@ fn clang_tables_match_objdump() {
             if sections {
                 flags.push("-ffunction-sections");
             }
-            let objs = objects(
+            let objs = recorded(
                 &work,
                 &format!("{compiler}-{sections}"),
                 compiler,
                 C_PROGRAM,
                 &flags,
             );
-            record(&objs);
-            check_relocations(&objs);
             for gc in [false, true] {
                 let bin = work.path(&format!("{compiler}-{sections}-{gc}"));
                 link(compiler, &objs, &bin, gc);
@@ -202,14 +205,13 @@ fn lld_links_the_tables_into_a_pie() {
     // writable tables recordmcount makes can, with or without --gc-sections.
     let work = Work::new("recordmcount-lld");
     let expected = reference_output(&work, "gcc", C_PROGRAM, "-O2");
-    let objs = objects(
+    let objs = recorded(
         &work,
         "o",
         "gcc",
         C_PROGRAM,
         &["-O2", "-pg", "-mfentry", "-ffunction-sections"],
     );
-    record(&objs);
     for gc in [false, true] {
         let bin = work.path(&format!("prog-{gc}"));
         link_with("gcc", &objs, &bin, gc, &["-fuse-ld=lld", "-pie"]);
@@ -226,9 +228,7 @@ fn cxx_comdat_groups() {
     let expected = reference_output(&work, "g++", sources, "-O0");
     for compiler in ["g++", "clang++-16"] {
         let flags = ["-O0", "-pg", "-mfentry", "-ffunction-sections"];
-        let objs = objects(&work, compiler, compiler, sources, &flags);
-        record(&objs);
-        check_relocations(&objs);
+        let objs = recorded(&work, compiler, compiler, sources, &flags);
         for gc in [false, true] {
             let bin = work.path(&format!("{compiler}-{gc}"));
             link(compiler, &objs, &bin, gc);
@@ -250,8 +250,7 @@ fn cxx_comdat_groups() {
 #[test]
 fn second_run_and_objects_without_sites_leave_files_alone() {
     let work = Work::new("recordmcount-idempotent");
-    let objs = objects(&work, "o", "gcc", &["c/util.c"], &["-O2", "-pg", "-mfentry"]);
-    record(&objs);
+    let objs = recorded(&work, "o", "gcc", &["c/util.c"], &["-O2", "-pg", "-mfentry"]);
     let once = std::fs::read(&objs[0]).unwrap();
     let out = fntrace_output(&["recordmcount", "-v", objs[0].to_str().unwrap()]);
     assert!(out.status.success());
