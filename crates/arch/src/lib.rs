@@ -10,9 +10,11 @@
 #![forbid(unsafe_code)]
 
 mod isa;
+pub mod patch;
 pub mod x86_64;
 
 pub use isa::{Call, CallTarget, Isa, PointerReloc, RelocCall, SledKind};
+pub use patch::{Code, PatchError, Patcher, Resume, Shape, SlotLayout};
 
 /// ELF `e_machine` value of x86-64.
 pub const EM_X86_64: u16 = 62;
@@ -20,6 +22,14 @@ pub const EM_X86_64: u16 = 62;
 /// The instruction layer for an ELF `e_machine`, or `None` if fntrace does
 /// not support that architecture yet.
 pub fn for_elf_machine(e_machine: u16) -> Option<&'static dyn Isa> {
+    match e_machine {
+        EM_X86_64 => Some(&x86_64::X86_64),
+        _ => None,
+    }
+}
+
+/// The patching verbs for an ELF `e_machine`, if fntrace can patch it.
+pub fn patcher_for_elf_machine(e_machine: u16) -> Option<&'static dyn Patcher> {
     match e_machine {
         EM_X86_64 => Some(&x86_64::X86_64),
         _ => None,

@@ -173,5 +173,10 @@ impl Isa for X86_64 {
     }
 }
 
+mod encode;
+
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod encode_tests;

@@ -1,10 +1,131 @@
-//! The fntrace runtime: a `cdylib` that `fntrace record` loads into the
-//! traced program with `LD_PRELOAD`.
+//! The fntrace runtime: a library loaded into the traced program (with
+//! `LD_PRELOAD`, or linked in) that owns every patchable site and switches
+//! each between NOP and call while the program's threads run.
 //!
-//! Not built yet: this crate is the place for issue #3 (the dynamic patching
-//! core). It will, before `main`, discover the sites of the executable and
-//! of every loaded library with `fntrace-sites`, turn each into the canonical
-//! NOP of its length, and patch sites live (int3 + `membarrier` sync-core,
-//! as the kernel's `text_poke_bp` does) for the functions a filter selects.
-//! All of the project's `unsafe` code and code patching will live here and
-//! nowhere else. See `docs/ARCHITECTURE.md`.
+//! At load, before `main`, it discovers the sites of the executable and of
+//! every loaded library, turns each into the canonical NOP of its length,
+//! and from then on patches sites for the ops (clients) registered through
+//! [`Ops`] or the C API (`include/fntrace.h`). Configured alone by
+//! environment variables (see `docs/RUNTIME.md`).
+//!
+//! All of the project's `unsafe` code, inline assembly and code patching
+//! live in this crate: `sys` (system calls), `text` (writing code), `trap`
+//! (the SIGTRAP handler), `pool` (trampoline memory), `routines` (the
+//! assembly), `ops`/`index` (what trampolines read), `modules`, `capi`,
+//! `dlhook`. The decisions are made by `fntrace-core`, in safe Rust.
+
+mod api;
+mod capi;
+mod client;
+mod dlhook;
+mod error;
+mod index;
+mod loader;
+mod modules;
+mod ops;
+mod pool;
+mod routines;
+mod state;
+mod sys;
+mod text;
+mod trap;
+
+pub use api::{lookup, parse_filter, sites, stats, Ops, SiteInfo};
+pub use error::{Error, Result};
+pub use ops::{Callback, RawOps, FL_IPMODIFY, FL_RECURSION_SAFE, FL_SAVE_REGS};
+pub use routines::Regs;
+pub use state::Stats;
+
+use std::panic::{self, AssertUnwindSafe};
+
+use fntrace_core::{Core, MAX_OPS};
+
+use crate::state::State;
+use crate::sys::SyncMethod;
+use crate::text::Writer;
+
+/// Runs `f`, turning a panic into a message and an abort: nothing unwinds
+/// into the host.
+pub(crate) fn no_unwind<R>(what: &str, f: impl FnOnce() -> R) -> R {
+    match panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(_) => {
+            eprintln!("fntrace: internal error in {what}; aborting");
+            std::process::abort();
+        }
+    }
+}
+
+/// Sets the runtime up: called once, before `main`.
+fn setup() -> std::result::Result<(), String> {
+    let patcher = fntrace_arch::patcher_for_elf_machine(fntrace_arch::EM_X86_64).ok_or("no patcher")?;
+    let wanted = std::env::var("FNTRACE_SYNC").ok();
+    let sync = SyncMethod::setup(wanted.as_deref());
+    if sync != SyncMethod::SyncCore {
+        eprintln!(
+            "fntrace: membarrier SYNC_CORE {}; live patching syncs with {} (slower)",
+            if wanted.is_some() {
+                "not used (FNTRACE_SYNC)"
+            } else {
+                "unavailable"
+            },
+            sync.as_str()
+        );
+    }
+    trap::install().map_err(|e| format!("cannot install the SIGTRAP handler: {e}"))?;
+    let mut state = State {
+        core: Core::new(),
+        mods: Vec::new(),
+        patcher,
+        layout: patcher.slot_layout(),
+        writer: Writer {
+            live: true,
+            sync,
+            scratch: sys::scratch_page(),
+            breakpoint: patcher.breakpoint(),
+        },
+        stats: Default::default(),
+        handles: Default::default(),
+        by_id: [None; MAX_OPS],
+    };
+    // ftrace_init: while the process is single-threaded, plain writes.
+    let live = sys::thread_count() > 1;
+    loader::load_new(&mut state, live);
+    if std::env::var_os("FNTRACE_VERBOSE").is_some() {
+        let s = &state.stats;
+        eprintln!(
+            "fntrace: {} module(s), {} sites, {} converted, {} already canonical, skipped {:?}, sync {}",
+            s.modules,
+            s.sites,
+            s.converted,
+            s.canonical,
+            s.skipped,
+            sync.as_str()
+        );
+    }
+    *api::lock() = Some(state);
+    Ok(())
+}
+
+extern "C" fn init() {
+    let _errno = sys::ErrnoGuard::new();
+    no_unwind("start-up", || {
+        if std::env::var_os("FNTRACE_DISABLE").is_some() {
+            api::set_inactive("disabled by FNTRACE_DISABLE".into());
+            return;
+        }
+        if let Err(e) = setup() {
+            eprintln!("fntrace: cannot set up: {e}; the program runs untraced");
+            api::set_inactive(e);
+            return;
+        }
+        if let Err(e) = client::start_from_env() {
+            eprintln!("fntrace: {e}");
+        }
+    });
+}
+
+/// Runs `init` when the library is loaded, before `main`.
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;

@@ -213,6 +213,17 @@ impl Filter {
         self.rules.is_empty()
     }
 
+    /// True if the filter selects every function whatever its names: no
+    /// pattern, or a bare `*` and no removal.
+    pub fn selects_everything(&self) -> bool {
+        !self.rules.iter().any(|r| r.remove)
+            && (self.rules.is_empty()
+                || self
+                    .rules
+                    .iter()
+                    .any(|r| r.module.is_none() && r.name.text == "*"))
+    }
+
     /// True if the filter selects the function with these names.
     pub fn selects(&self, names: &Names<'_>) -> bool {
         let hit = |rule: &Rule| {

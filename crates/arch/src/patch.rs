@@ -1,0 +1,150 @@
+//! The patching verbs of an instruction set: what a site looks like off, on
+//! (calling a trampoline), and what a thread that meets a site mid-patch
+//! must do instead — the kernel's `ftrace_make_nop`, `ftrace_make_call` and
+//! `ftrace_modify_call`, reduced to bytes. Writing them is the runtime's job.
+
+use std::fmt;
+
+/// Longest site the patching verbs handle (an x86-64 instruction's maximum).
+pub const MAX_SITE_LEN: usize = 15;
+
+/// How a site is switched, decided by the kind of site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Shape {
+    /// Off: one NOP as long as the site. On: the call sits at the very end of
+    /// the site, so the return address is the first byte after the site and
+    /// a thread returning from the trampoline never lands inside bytes that
+    /// a later patch rewrites.
+    Inline,
+    /// An exit sled that starts with the function's return (XRay's `ret` +
+    /// NOPs). Off: return, with a second return where the call ends. On: a
+    /// call at the start, then that second return.
+    ReturnSled,
+}
+
+/// A site's bytes, without allocation (100,000 sites are patched at once).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Code {
+    len: u8,
+    bytes: [u8; MAX_SITE_LEN],
+}
+
+impl Code {
+    /// The bytes of `slice`; `None` if it is longer than [`MAX_SITE_LEN`].
+    pub fn new(slice: &[u8]) -> Option<Code> {
+        let mut bytes = [0; MAX_SITE_LEN];
+        bytes.get_mut(..slice.len())?.copy_from_slice(slice);
+        Some(Code {
+            len: slice.len() as u8,
+            bytes,
+        })
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// True if there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl fmt::Debug for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::hex(self.as_slice()))
+    }
+}
+
+/// What a thread that traps on a site mid-patch does instead of executing
+/// it: the effect of the site's new instruction, emulated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// Continue at this address (the site is a NOP).
+    At(u64),
+    /// Push `ret` and continue at `target` (the site calls).
+    Call {
+        /// The trampoline.
+        target: u64,
+        /// The return address the call pushes.
+        ret: u64,
+    },
+    /// Return: pop the address to continue at (an XRay exit sled, off).
+    Return,
+}
+
+/// Why a site cannot be switched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PatchError {
+    /// No instruction form of this length for this shape.
+    Length(usize),
+    /// The target is out of reach of the call.
+    Reach {
+        /// Where the call instruction would be.
+        from: u64,
+        /// Where it should go.
+        to: u64,
+    },
+}
+
+impl fmt::Display for PatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PatchError::Length(len) => write!(f, "no patchable form for a site of {len} bytes"),
+            PatchError::Reach { from, to } => {
+                write!(f, "a call at {from:#x} cannot reach {to:#x}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PatchError {}
+
+/// The layout of a trampoline slot: a few instructions that load the slot's
+/// `data` word into a scratch register and jump through its `target` word.
+/// The code of a slot never changes once written; only the two aligned words
+/// do, which a thread reads atomically whatever moment it runs the slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotLayout {
+    /// The slot's code, position-independent.
+    pub code: Vec<u8>,
+    /// Offset of the 8-byte data word (the ops) in the slot.
+    pub data: usize,
+    /// Offset of the 8-byte jump target word (the common routine).
+    pub target: usize,
+    /// Size of one slot (a power of two).
+    pub size: usize,
+}
+
+/// The patching verbs of one instruction set.
+pub trait Patcher: Sync {
+    /// The byte(s) of the breakpoint written on a site's first byte while
+    /// the rest of it changes.
+    fn breakpoint(&self) -> u8;
+
+    /// Canonical "off" bytes of a site of `len` bytes: one instruction.
+    fn make_nop(&self, shape: Shape, len: usize) -> Result<Code, PatchError>;
+
+    /// "On" bytes of the site at `addr`: a call to `target`.
+    fn make_call(&self, shape: Shape, addr: u64, len: usize, target: u64) -> Result<Code, PatchError>;
+
+    /// The return address the site's call pushes: the `ip` callbacks see.
+    fn return_address(&self, shape: Shape, addr: u64, len: usize) -> u64;
+
+    /// What a thread that meets the breakpoint must do so that it behaves as
+    /// if the site's new form were already there: the call to `target`, or
+    /// the NOP when `target` is `None`.
+    fn resume(&self, shape: Shape, addr: u64, len: usize, target: Option<u64>) -> Resume;
+
+    /// Whether a call at `from` reaches `to`.
+    fn reaches(&self, from: u64, to: u64) -> bool;
+
+    /// The trampoline slot layout.
+    fn slot_layout(&self) -> SlotLayout;
+}

@@ -1,0 +1,281 @@
+//! The core: ops and modules in, changes out. It decides; the runtime acts
+//! on the changes and reports back with [`Core::commit`].
+
+use fntrace_sites::filter::{Filter, Names};
+
+use crate::decide::{bits, decide};
+use crate::model::{Change, Module, ModuleId, Ops, OpsFlags, OpsId, Role, MAX_OPS};
+
+/// Why the core refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoreError {
+    /// All ops slots are taken.
+    #[error("too many ops registered at once (at most {MAX_OPS})")]
+    TooManyOps,
+    /// The ops is not registered.
+    #[error("ops {0} is not registered")]
+    NotRegistered(OpsId),
+    /// Another ops already modifies the ip of a function this one selects.
+    #[error("function '{function}' is already redirected by another ops (IPMODIFY is exclusive)")]
+    Busy {
+        /// The function.
+        function: String,
+    },
+}
+
+impl Default for Core {
+    fn default() -> Core {
+        Core::new()
+    }
+}
+
+/// Every ops and every module, and what each site should call.
+#[derive(Debug)]
+pub struct Core {
+    ops: Vec<Option<Ops>>,
+    flags: Box<[OpsFlags; MAX_OPS]>,
+    modules: Vec<Option<Module>>,
+}
+
+impl Core {
+    /// An empty core.
+    pub fn new() -> Core {
+        Core {
+            ops: vec![None; MAX_OPS],
+            flags: Box::new([OpsFlags::default(); MAX_OPS]),
+            modules: Vec::new(),
+        }
+    }
+
+    /// The registered ops `id`.
+    pub fn ops(&self, id: OpsId) -> Option<&Ops> {
+        self.ops.get(id as usize)?.as_ref()
+    }
+
+    /// The module `id`, if loaded.
+    pub fn module(&self, id: ModuleId) -> Option<&Module> {
+        self.modules.get(id)?.as_ref()
+    }
+
+    /// Every loaded module with its id.
+    pub fn modules(&self) -> impl Iterator<Item = (ModuleId, &Module)> {
+        self.modules
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| Some((i, m.as_ref()?)))
+    }
+
+    /// Adds a module whose sites are all NOPs now; returns its id and the
+    /// changes that the registered ops want on it.
+    pub fn add_module(&mut self, module: Module) -> (ModuleId, Vec<Change>) {
+        let id = self.modules.len();
+        self.modules.push(Some(module));
+        let registered: Vec<OpsId> = self.registered().collect();
+        for ops in registered {
+            self.select(id, ops, true);
+        }
+        (id, self.changes(Some(id)))
+    }
+
+    /// Forgets a module (unloaded: its code is gone, nothing to patch).
+    pub fn remove_module(&mut self, id: ModuleId) -> Option<Module> {
+        self.modules.get_mut(id)?.take()
+    }
+
+    /// Registers an ops; returns its id and the changes to make.
+    pub fn register(&mut self, ops: Ops) -> Result<(OpsId, Vec<Change>), CoreError> {
+        let id = self
+            .ops
+            .iter()
+            .position(Option::is_none)
+            .ok_or(CoreError::TooManyOps)? as OpsId;
+        self.flags[id as usize] = ops.flags;
+        self.ops[id as usize] = Some(ops);
+        if let Err(e) = self.check_ipmodify(id) {
+            self.ops[id as usize] = None;
+            return Err(e);
+        }
+        for module in 0..self.modules.len() {
+            self.select(module, id, true);
+        }
+        Ok((id, self.changes(None)))
+    }
+
+    /// Unregisters an ops; returns the changes to make.
+    pub fn unregister(&mut self, id: OpsId) -> Result<Vec<Change>, CoreError> {
+        self.ops(id).ok_or(CoreError::NotRegistered(id))?;
+        for module in 0..self.modules.len() {
+            self.select(module, id, false);
+        }
+        self.ops[id as usize] = None;
+        Ok(self.changes(None))
+    }
+
+    /// Replaces the filter and notrace set of an ops; returns the changes.
+    pub fn set_filter(
+        &mut self,
+        id: OpsId,
+        filter: Filter,
+        notrace: Filter,
+    ) -> Result<Vec<Change>, CoreError> {
+        let ops = self.ops[id as usize]
+            .as_mut()
+            .ok_or(CoreError::NotRegistered(id))?;
+        let old = std::mem::replace(
+            ops,
+            Ops {
+                filter,
+                notrace,
+                flags: ops.flags,
+            },
+        );
+        if let Err(e) = self.check_ipmodify(id) {
+            self.ops[id as usize] = Some(old);
+            return Err(e);
+        }
+        for module in 0..self.modules.len() {
+            self.select(module, id, true);
+        }
+        Ok(self.changes(None))
+    }
+
+    /// Records the outcome of changes: applied ones are in effect; failed
+    /// ones mark their site failed, never to be touched again (ftrace_bug).
+    pub fn commit(&mut self, change: &Change, applied: bool) {
+        if let Some(Some(module)) = self.modules.get_mut(change.module) {
+            if let Some(site) = module.sites.get_mut(change.site) {
+                if applied {
+                    site.in_effect = change.to;
+                } else {
+                    site.failed = true;
+                }
+            }
+        }
+    }
+
+    fn registered(&self) -> impl Iterator<Item = OpsId> + '_ {
+        self.ops
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.is_some())
+            .map(|(i, _)| i as OpsId)
+    }
+
+    /// Sets (or, with `want` false, clears) ops `id`'s bit on the sites of
+    /// `module` according to its filter.
+    fn select(&mut self, module: ModuleId, id: OpsId, want: bool) {
+        let Some(Some(m)) = self.modules.get_mut(module) else {
+            return;
+        };
+        let bit = 1u64 << id;
+        let ops = self.ops[id as usize].as_ref();
+        let chosen: Vec<bool> = match ops {
+            Some(ops) if want => (0..m.functions.len()).map(|f| selects(ops, m, f)).collect(),
+            _ => Vec::new(),
+        };
+        let everything = ops.is_some_and(|o| want && o.filter.selects_everything() && o.notrace.is_empty());
+        let flags = self.flags[id as usize];
+        // IPMODIFY is exclusive: never share a function with another one.
+        let exclusive: u64 = if flags.ipmodify {
+            (0..MAX_OPS)
+                .filter(|&o| o != id as usize && self.flags[o].ipmodify && self.ops[o].is_some())
+                .fold(0, |mask, o| mask | 1 << o)
+        } else {
+            0
+        };
+        for site in &mut m.sites {
+            let role_ok = match site.role {
+                Role::Entry | Role::Mcount => flags.entry,
+                Role::Exit => flags.exit,
+            };
+            let on = want
+                && role_ok
+                && site.wanted & exclusive == 0
+                && match site.function {
+                    Some(f) => chosen.get(f as usize).copied().unwrap_or(false),
+                    None => everything,
+                };
+            if on {
+                site.wanted |= bit;
+            } else {
+                site.wanted &= !bit;
+            }
+        }
+    }
+
+    /// The changes needed to bring sites (of one module, or all) to what
+    /// their wanted sets decide.
+    fn changes(&self, only: Option<ModuleId>) -> Vec<Change> {
+        let mut out = Vec::new();
+        for (id, module) in self.modules() {
+            if only.is_some_and(|o| o != id) {
+                continue;
+            }
+            for (i, site) in module.sites.iter().enumerate() {
+                let to = decide(site.wanted, &self.flags);
+                if to != site.in_effect && !site.failed {
+                    out.push(Change {
+                        module: id,
+                        site: i,
+                        from: site.in_effect,
+                        to,
+                        wanted: site.wanted,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Refuses an IPMODIFY ops that selects a function another IPMODIFY ops
+    /// already has.
+    fn check_ipmodify(&mut self, id: OpsId) -> Result<(), CoreError> {
+        if !self.flags[id as usize].ipmodify {
+            return Ok(());
+        }
+        let others: u64 = self
+            .registered()
+            .filter(|&o| o != id && self.flags[o as usize].ipmodify)
+            .fold(0, |mask, o| mask | 1 << o);
+        let ops = self.ops[id as usize].clone().expect("registered");
+        for m in self.modules.iter_mut().flatten() {
+            for i in 0..m.sites.len() {
+                let site = m.sites[i];
+                let Some(f) = site.function else { continue };
+                if site.wanted & others != 0 && selects(&ops, m, f as usize) {
+                    return Err(CoreError::Busy {
+                        function: m.functions[f as usize].clone(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `ops` selects function `f` of module `m` (demangling its name the
+/// first time a filter needs it).
+fn selects(ops: &Ops, m: &mut Module, f: usize) -> bool {
+    if ops.filter.selects_everything() && ops.notrace.is_empty() {
+        return true;
+    }
+    let symbol = &m.functions[f];
+    let (demangled, base) = m.demangled[f].get_or_insert_with(|| {
+        (
+            fntrace_sites::demangle::demangle(symbol),
+            fntrace_sites::demangle::demangle_without_params(symbol),
+        )
+    });
+    let names = Names {
+        symbol,
+        demangled,
+        base: base.as_deref(),
+        module: &m.name,
+    };
+    ops.filter.selects(&names) && (ops.notrace.is_empty() || !ops.notrace.selects(&names))
+}
+
+/// Iterates the ops ids in a wanted mask.
+pub fn wanted_ops(mask: u64) -> impl Iterator<Item = OpsId> {
+    bits(mask).map(|i| i as OpsId)
+}

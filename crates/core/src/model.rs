@@ -1,0 +1,147 @@
+//! What the core keeps: ops, modules, and one record per site.
+
+use fntrace_sites::filter::Filter;
+
+/// Most ops registered at once (a site's "wanted by" set is one word).
+pub const MAX_OPS: usize = 64;
+
+/// Index of an ops: its bit in a site's wanted-by mask.
+pub type OpsId = u8;
+
+/// Index of a module in the core.
+pub type ModuleId = usize;
+
+/// What an ops asks for (the kernel's `FTRACE_OPS_FL_*`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpsFlags {
+    /// The callback gets the full register frame (`FTRACE_OPS_FL_SAVE_REGS`).
+    pub save_regs: bool,
+    /// The callback may change where the function continues: at most one
+    /// such ops per function (`FTRACE_OPS_FL_IPMODIFY`). Implies registers.
+    pub ipmodify: bool,
+    /// The ops has an entry callback: it wants entry sites.
+    pub entry: bool,
+    /// The ops has an exit callback: it wants exit sites.
+    pub exit: bool,
+}
+
+impl OpsFlags {
+    /// Whether the ops needs the trampoline that saves every register.
+    pub fn regs(&self) -> bool {
+        self.save_regs || self.ipmodify
+    }
+}
+
+/// A client of the core, as the core sees it.
+#[derive(Debug, Clone)]
+pub struct Ops {
+    /// Its flags.
+    pub flags: OpsFlags,
+    /// The functions it wants (empty: all).
+    pub filter: Filter,
+    /// The functions it never wants.
+    pub notrace: Filter,
+}
+
+/// Where a site is, for what it can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// At the function entry, before the prologue: the registers hold the
+    /// arguments, and the function can be redirected.
+    Entry,
+    /// After the prologue (`mcount`): the arguments may be gone, no redirect.
+    Mcount,
+    /// At a function exit.
+    Exit,
+}
+
+/// What a site should call, or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Target {
+    /// Nothing: the site is a NOP.
+    #[default]
+    Nop,
+    /// The trampoline of one ops, which calls its callback directly.
+    Ops(OpsId),
+    /// The list trampoline, which calls every ops that wants the site;
+    /// `regs` if one of them wants the register frame.
+    List {
+        /// Save every register.
+        regs: bool,
+    },
+}
+
+/// One site (the kernel's `dyn_ftrace`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SiteRecord {
+    /// Index of the function in the module, if the site has one.
+    pub function: Option<u32>,
+    /// Where the site is.
+    pub role: Role,
+    /// The ops that want it: bit `i` for ops `i` (the kernel's ref count is
+    /// its number of bits).
+    pub wanted: u64,
+    /// What the site calls now.
+    pub in_effect: Target,
+    /// A patch of this site failed: it is left alone from now on.
+    pub failed: bool,
+}
+
+impl SiteRecord {
+    /// A site not yet wanted by anyone, in effect a NOP.
+    pub fn new(function: Option<u32>, role: Role) -> SiteRecord {
+        SiteRecord {
+            function,
+            role,
+            wanted: 0,
+            in_effect: Target::Nop,
+            failed: false,
+        }
+    }
+
+    /// The number of ops that want the site.
+    pub fn ref_count(&self) -> u32 {
+        self.wanted.count_ones()
+    }
+}
+
+/// A module (the executable or a library) and its sites.
+#[derive(Debug, Clone)]
+pub struct Module {
+    /// The file name (`libm.so.6`), for `:mod:` filters.
+    pub name: String,
+    /// Symbol names of its functions.
+    pub functions: Vec<String>,
+    /// Its sites, in the runtime's order.
+    pub sites: Vec<SiteRecord>,
+    /// Demangled names (and names without parameters), made when a filter
+    /// first needs them.
+    pub(crate) demangled: Vec<Option<(String, Option<String>)>>,
+}
+
+impl Module {
+    /// A module with these functions and sites.
+    pub fn new(name: &str, functions: Vec<String>, sites: Vec<SiteRecord>) -> Module {
+        Module {
+            name: name.to_string(),
+            demangled: vec![None; functions.len()],
+            functions,
+            sites,
+        }
+    }
+}
+
+/// A site whose target must change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change {
+    /// The module.
+    pub module: ModuleId,
+    /// The site's index in the module.
+    pub site: usize,
+    /// What it calls now.
+    pub from: Target,
+    /// What it must call.
+    pub to: Target,
+    /// The ops that want it once the change is made.
+    pub wanted: u64,
+}

@@ -1,0 +1,211 @@
+//! The core's bookkeeping: registrations, filters and modules in, the
+//! minimal set of changes out.
+
+use fntrace_sites::filter::Filter;
+
+use crate::*;
+
+fn filter(patterns: &[&str]) -> Filter {
+    Filter::parse(patterns).unwrap()
+}
+
+fn ops(patterns: &[&str]) -> Ops {
+    Ops {
+        flags: OpsFlags {
+            entry: true,
+            ..OpsFlags::default()
+        },
+        filter: filter(patterns),
+        notrace: Filter::default(),
+    }
+}
+
+/// `main`, `foo`, `bar`, `_ZN2ns3bazEi` (ns::baz(int)), each with an entry
+/// site; `foo` also has an exit site; one site belongs to no function.
+fn module(name: &str) -> Module {
+    let functions = ["main", "foo", "bar", "_ZN2ns3bazEi"].map(String::from).to_vec();
+    let sites = vec![
+        SiteRecord::new(Some(0), Role::Entry),
+        SiteRecord::new(Some(1), Role::Entry),
+        SiteRecord::new(Some(1), Role::Exit),
+        SiteRecord::new(Some(2), Role::Mcount),
+        SiteRecord::new(Some(3), Role::Entry),
+        SiteRecord::new(None, Role::Entry),
+    ];
+    Module::new(name, functions, sites)
+}
+
+fn apply(core: &mut Core, changes: &[Change]) {
+    for change in changes {
+        core.commit(change, true);
+    }
+}
+
+fn targets(core: &Core, module: ModuleId) -> Vec<Target> {
+    core.module(module)
+        .unwrap()
+        .sites
+        .iter()
+        .map(|s| s.in_effect)
+        .collect()
+}
+
+use Target::{List, Nop};
+
+#[test]
+fn register_and_unregister_touch_only_selected_sites() {
+    let mut core = Core::new();
+    let (m, changes) = core.add_module(module("prog"));
+    assert!(changes.is_empty());
+    let (a, changes) = core.register(ops(&["foo", "ns::baz"])).unwrap();
+    assert_eq!(changes.iter().map(|c| c.site).collect::<Vec<_>>(), vec![1, 4]);
+    apply(&mut core, &changes);
+    assert_eq!(
+        targets(&core, m),
+        vec![Nop, Target::Ops(a), Nop, Nop, Target::Ops(a), Nop]
+    );
+    let changes = core.unregister(a).unwrap();
+    assert_eq!(changes.len(), 2);
+    assert!(changes.iter().all(|c| c.to == Nop && c.wanted == 0));
+    apply(&mut core, &changes);
+    assert_eq!(targets(&core, m), vec![Nop; 6]);
+    assert_eq!(core.unregister(a), Err(CoreError::NotRegistered(a)));
+}
+
+#[test]
+fn two_ops_on_one_site_use_the_list_and_go_back_to_the_survivor() {
+    let mut core = Core::new();
+    let (m, _) = core.add_module(module("prog"));
+    let (a, c) = core.register(ops(&["foo"])).unwrap();
+    apply(&mut core, &c);
+    let mut with_regs = ops(&["f*"]);
+    with_regs.flags.save_regs = true;
+    let (b, c) = core.register(with_regs).unwrap();
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].from, Target::Ops(a));
+    assert_eq!(c[0].to, List { regs: true });
+    assert_eq!(c[0].wanted, 1 << a | 1 << b);
+    apply(&mut core, &c);
+    assert_eq!(core.module(m).unwrap().sites[1].ref_count(), 2);
+    let c = core.unregister(a).unwrap();
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].to, Target::Ops(b));
+}
+
+#[test]
+fn empty_filter_selects_everything_notrace_removes() {
+    let mut core = Core::new();
+    let (m, _) = core.add_module(module("prog"));
+    let mut all = ops(&[]);
+    all.notrace = filter(&["ma*"]);
+    let (a, c) = core.register(all).unwrap();
+    apply(&mut core, &c);
+    let t = Target::Ops(a);
+    // Entry and mcount sites of foo, bar, baz; not main (notrace), not the
+    // exit site (no exit callback), and not the unnamed site (notrace set).
+    assert_eq!(targets(&core, m), vec![Nop, t, Nop, t, t, Nop]);
+    let (b, c) = core.register(ops(&[])).unwrap();
+    apply(&mut core, &c);
+    assert_eq!(core.module(m).unwrap().sites[5].in_effect, Target::Ops(b));
+}
+
+#[test]
+fn exit_sites_go_to_ops_with_an_exit_callback() {
+    let mut core = Core::new();
+    let (m, _) = core.add_module(module("prog"));
+    let mut exits = ops(&["foo"]);
+    exits.flags = OpsFlags {
+        exit: true,
+        ..OpsFlags::default()
+    };
+    let (a, c) = core.register(exits).unwrap();
+    apply(&mut core, &c);
+    assert_eq!(targets(&core, m)[1..3], [Nop, Target::Ops(a)]);
+}
+
+#[test]
+fn set_filter_applies_the_difference() {
+    let mut core = Core::new();
+    core.add_module(module("prog"));
+    let (a, c) = core.register(ops(&["foo", "bar"])).unwrap();
+    apply(&mut core, &c);
+    let c = core
+        .set_filter(a, filter(&["bar", "main"]), Filter::default())
+        .unwrap();
+    let mut moved: Vec<_> = c.iter().map(|c| (c.site, c.to)).collect();
+    moved.sort_by_key(|x| x.0);
+    assert_eq!(moved, vec![(0, Target::Ops(a)), (1, Nop)]);
+}
+
+#[test]
+fn modules_loaded_later_get_the_filters_in_force() {
+    let mut core = Core::new();
+    let (a, _) = core.register(ops(&["foo:mod:libfoo"])).unwrap();
+    let (m1, c) = core.add_module(module("prog"));
+    assert!(c.is_empty());
+    let (m2, c) = core.add_module(module("libfoo.so.1"));
+    assert_eq!(c.len(), 1);
+    assert_eq!((c[0].module, c[0].site, c[0].to), (m2, 1, Target::Ops(a)));
+    apply(&mut core, &c);
+    core.remove_module(m2);
+    assert!(core.module(m2).is_none());
+    assert_eq!(core.unregister(a).unwrap(), vec![]);
+    assert_eq!(targets(&core, m1), vec![Nop; 6]);
+}
+
+#[test]
+fn ipmodify_is_exclusive_per_function() {
+    let mut core = Core::new();
+    core.add_module(module("prog"));
+    let mut redirect = ops(&["foo"]);
+    redirect.flags.ipmodify = true;
+    let (a, c) = core.register(redirect.clone()).unwrap();
+    apply(&mut core, &c);
+    assert_eq!(
+        core.register(redirect.clone()).unwrap_err(),
+        CoreError::Busy {
+            function: "foo".into()
+        }
+    );
+    let mut other = redirect;
+    other.filter = filter(&["bar"]);
+    let (b, _) = core.register(other).unwrap();
+    assert_eq!(
+        core.set_filter(b, filter(&["f*"]), Filter::default())
+            .unwrap_err(),
+        CoreError::Busy {
+            function: "foo".into()
+        }
+    );
+    assert!(core
+        .ops(b)
+        .unwrap()
+        .filter
+        .selects(&fntrace_sites::filter::Names {
+            symbol: "bar",
+            demangled: "bar",
+            base: None,
+            module: "prog",
+        }));
+    core.unregister(a).unwrap();
+}
+
+#[test]
+fn failed_sites_are_left_alone() {
+    let mut core = Core::new();
+    core.add_module(module("prog"));
+    let (a, c) = core.register(ops(&["foo"])).unwrap();
+    core.commit(&c[0], false);
+    assert_eq!(core.unregister(a).unwrap(), vec![]);
+    let (_, c) = core.register(ops(&["foo"])).unwrap();
+    assert!(c.is_empty());
+}
+
+#[test]
+fn at_most_max_ops() {
+    let mut core = Core::new();
+    for _ in 0..MAX_OPS {
+        core.register(ops(&["foo"])).unwrap();
+    }
+    assert_eq!(core.register(ops(&["foo"])).unwrap_err(), CoreError::TooManyOps);
+}

@@ -1,0 +1,171 @@
+//! Ops as the trampolines see them: a fixed layout the routines read, the
+//! table of registered ops by id, the recursion guard, and the list
+//! dispatcher that the list trampoline calls.
+
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use fntrace_core::{bits, MAX_OPS};
+
+use crate::index;
+use crate::routines::Regs;
+use crate::sys;
+
+/// A callback: `ip` is the return address of the site's call (the first
+/// byte after an entry site), `parent_ip` the traced function's return
+/// address, `ops` the ops, `regs` the register frame (null unless the ops
+/// asked for registers).
+pub type Callback = unsafe extern "C" fn(ip: usize, parent_ip: usize, ops: *mut RawOps, regs: *mut Regs);
+
+/// Flag: give the callback the register frame.
+pub const FL_SAVE_REGS: u32 = 1;
+/// Flag: the callback may change `regs.ip` (redirect); implies registers.
+pub const FL_IPMODIFY: u32 = 2;
+/// Flag: call the callback directly, without the recursion guard and the
+/// `errno` save (the callback guarantees both itself).
+pub const FL_RECURSION_SAFE: u32 = 4;
+
+/// An ops in memory. The routines read `entry` and `exit` at fixed offsets
+/// (`routines::ENTRY_OFFSET`, `EXIT_OFFSET`). Never freed: a thread that
+/// entered a trampoline just before the ops went away may still read it.
+#[repr(C)]
+#[derive(Debug)]
+pub struct RawOps {
+    /// The user's data (first, so that C can read it without a call).
+    pub data: *mut c_void,
+    /// What the routine calls at entry sites.
+    pub entry: Option<Callback>,
+    /// What the routine calls at exit sites.
+    pub exit: Option<Callback>,
+    /// The user's entry callback.
+    pub user_entry: Option<Callback>,
+    /// The user's exit callback.
+    pub user_exit: Option<Callback>,
+    /// `FL_*` flags.
+    pub flags: u32,
+}
+
+// SAFETY: RawOps is immutable once made (`data` belongs to the user, who
+// hands it to callbacks on any thread by registering the ops).
+unsafe impl Sync for RawOps {}
+// SAFETY: as above.
+unsafe impl Send for RawOps {}
+
+impl RawOps {
+    /// A new ops, leaked: it lives as long as the process.
+    pub fn leak(
+        entry: Option<Callback>,
+        exit: Option<Callback>,
+        data: *mut c_void,
+        flags: u32,
+    ) -> &'static RawOps {
+        let direct = flags & FL_RECURSION_SAFE != 0;
+        Box::leak(Box::new(RawOps {
+            data,
+            entry: if direct {
+                entry
+            } else {
+                entry.and(Some(guarded_entry as Callback))
+            },
+            exit: if direct {
+                exit
+            } else {
+                exit.and(Some(guarded_exit as Callback))
+            },
+            user_entry: entry,
+            user_exit: exit,
+            flags,
+        }))
+    }
+}
+
+/// The list "ops": its callbacks walk every ops that wants the site.
+pub static LIST_OPS: RawOps = RawOps {
+    data: std::ptr::null_mut(),
+    entry: Some(list_entry),
+    exit: Some(list_exit),
+    user_entry: None,
+    user_exit: None,
+    flags: 0,
+};
+
+/// Registered ops by id: what the list dispatcher calls.
+static TABLE: [AtomicPtr<RawOps>; MAX_OPS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_OPS];
+
+/// Publishes (or, with `None`, retracts) ops `id` for the list dispatcher.
+pub fn publish(id: u8, ops: Option<&'static RawOps>) {
+    let ptr = ops.map_or(std::ptr::null_mut(), |o| o as *const RawOps as *mut RawOps);
+    TABLE[id as usize].store(ptr, Ordering::Release);
+}
+
+thread_local! {
+    /// Set while this thread runs a callback: a traced function called from
+    /// a callback is not traced again.
+    static BUSY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` unless this thread is already inside a callback, keeping
+/// `errno` as the traced code left it.
+fn guarded(f: impl FnOnce()) {
+    let entered = BUSY.try_with(|busy| !busy.replace(true)).unwrap_or(false);
+    if !entered {
+        return;
+    }
+    let _errno = sys::ErrnoGuard::new();
+    f();
+    let _ = BUSY.try_with(|busy| busy.set(false));
+}
+
+unsafe extern "C" fn guarded_entry(ip: usize, parent: usize, ops: *mut RawOps, regs: *mut Regs) {
+    // SAFETY: the routine passes the slot's ops, which is never freed.
+    let callback = unsafe { (*ops).user_entry };
+    if let Some(callback) = callback {
+        // SAFETY: the user registered this callback for exactly this call.
+        guarded(|| unsafe { callback(ip, parent, ops, regs) });
+    }
+}
+
+unsafe extern "C" fn guarded_exit(ip: usize, parent: usize, ops: *mut RawOps, regs: *mut Regs) {
+    // SAFETY: as in `guarded_entry`.
+    let callback = unsafe { (*ops).user_exit };
+    if let Some(callback) = callback {
+        // SAFETY: as in `guarded_entry`.
+        guarded(|| unsafe { callback(ip, parent, ops, regs) });
+    }
+}
+
+unsafe extern "C" fn list_entry(ip: usize, parent: usize, _: *mut RawOps, regs: *mut Regs) {
+    list(ip, parent, regs, false);
+}
+
+unsafe extern "C" fn list_exit(ip: usize, parent: usize, _: *mut RawOps, regs: *mut Regs) {
+    list(ip, parent, regs, true);
+}
+
+/// Calls every ops that wants the site of `ip` (the kernel's
+/// `ftrace_ops_list_func`).
+fn list(ip: usize, parent: usize, regs: *mut Regs, exit: bool) {
+    guarded(|| {
+        let mask = index::wanted(ip);
+        for id in bits(mask) {
+            let ops = TABLE[id].load(Ordering::Acquire);
+            if ops.is_null() {
+                continue;
+            }
+            // SAFETY: published ops are leaked, so valid forever.
+            let raw = unsafe { &*ops };
+            let callback = if exit { raw.user_exit } else { raw.user_entry };
+            let wants_regs = raw.flags & (FL_SAVE_REGS | FL_IPMODIFY) != 0;
+            let regs = if wants_regs { regs } else { std::ptr::null_mut() };
+            if let Some(callback) = callback {
+                // SAFETY: the callback was registered for sites this ops wants.
+                unsafe { callback(ip, parent, ops, regs) };
+            }
+        }
+    });
+}
+
+// The routines read the callbacks at these offsets.
+const _: () = assert!(std::mem::offset_of!(RawOps, entry) == crate::routines::ENTRY_OFFSET);
+const _: () = assert!(std::mem::offset_of!(RawOps, exit) == crate::routines::EXIT_OFFSET);

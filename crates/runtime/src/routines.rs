@@ -1,0 +1,250 @@
+//! The common trampoline routines, in assembly: what a trampoline slot jumps
+//! to. A slot loads its ops into `r11` and jumps here; the routine saves the
+//! registers the callback may clobber (or, for ops with registers, builds the
+//! whole [`Regs`] frame), calls the ops' callback directly, restores, and
+//! returns into the traced function — or, if a callback changed `regs.ip`,
+//! to wherever it points (a redirect).
+//!
+//! The routines live in the runtime's own text and are never freed, so a
+//! thread inside a callback never returns into memory that could go away.
+//! One routine per (site role, register frame, vector width):
+//! - role: `entry` (the parent's return address is at `8(%rbp)` above the
+//!   site's), `mcount` (after the prologue: found through the function's
+//!   frame pointer), `exit` (calls the exit callback);
+//! - vector width: `sse` saves `xmm0-7`, `avx` saves `ymm0-7` whole (a
+//!   callback that uses AVX, or calls `memcpy`, clobbers the upper halves).
+
+use std::arch::global_asm;
+
+/// The register frame given to callbacks of ops that ask for registers.
+/// Changing a field changes the register when the traced code resumes;
+/// changing `ip` at an entry site redirects the function.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+#[allow(missing_docs)]
+pub struct Regs {
+    pub r15: u64,
+    pub r14: u64,
+    pub r13: u64,
+    pub r12: u64,
+    pub rbp: u64,
+    pub rbx: u64,
+    pub r11: u64,
+    pub r10: u64,
+    pub r9: u64,
+    pub r8: u64,
+    pub rax: u64,
+    pub rcx: u64,
+    pub rdx: u64,
+    pub rsi: u64,
+    pub rdi: u64,
+    /// Where the traced code resumes: the return address of the site.
+    pub ip: u64,
+    /// The flags register at the site (not restored: calls clobber it).
+    pub flags: u64,
+    /// The stack pointer after the site (read only).
+    pub sp: u64,
+}
+
+/// Offsets of the callbacks in an ops (see `ops::RawOps`).
+pub const ENTRY_OFFSET: usize = 8;
+/// See [`ENTRY_OFFSET`].
+pub const EXIT_OFFSET: usize = 16;
+
+global_asm!(
+    r#"
+    // Stores (dir 0) or loads (dir 1) the vector argument registers 0-7
+    // at rsp + base: ymm with vmovdqu if avx, else xmm with movdqu.
+    .macro FNTRACE_VECS dir, base, avx
+    .irp i, 0, 1, 2, 3, 4, 5, 6, 7
+    .if \avx
+    .if \dir
+    vmovdqu ymm\i, [rsp + \base + \i * 32]
+    .else
+    vmovdqu [rsp + \base + \i * 32], ymm\i
+    .endif
+    .else
+    .if \dir
+    movdqu xmm\i, [rsp + \base + \i * 16]
+    .else
+    movdqu [rsp + \base + \i * 16], xmm\i
+    .endif
+    .endif
+    .endr
+    .endm
+
+    // rsi = the parent's return address.
+    .macro FNTRACE_PARENT mcount
+    .if \mcount
+    mov rsi, [rbp]
+    mov rsi, [rsi + 8]
+    .else
+    mov rsi, [rbp + 16]
+    .endif
+    .endm
+
+    // A routine without the register frame: saves the argument and scratch
+    // registers the callback may clobber.
+    .macro FNTRACE_ROUTINE name, mcount, offset, avx
+    .text
+    .p2align 4
+    .globl \name
+    .hidden \name
+    .type \name, @function
+\name:
+    push rbp
+    mov rbp, rsp
+    sub rsp, 320
+    and rsp, -16
+    mov [rsp + 0], rdi
+    mov [rsp + 8], rsi
+    mov [rsp + 16], rdx
+    mov [rsp + 24], rcx
+    mov [rsp + 32], r8
+    mov [rsp + 40], r9
+    mov [rsp + 48], rax
+    mov [rsp + 56], r10
+    FNTRACE_VECS 0, 64, \avx
+    mov rdi, [rbp + 8]
+    FNTRACE_PARENT \mcount
+    mov rdx, r11
+    xor ecx, ecx
+    call [r11 + \offset]
+    FNTRACE_VECS 1, 64, \avx
+    mov rdi, [rsp + 0]
+    mov rsi, [rsp + 8]
+    mov rdx, [rsp + 16]
+    mov rcx, [rsp + 24]
+    mov r8, [rsp + 32]
+    mov r9, [rsp + 40]
+    mov rax, [rsp + 48]
+    mov r10, [rsp + 56]
+    leave
+    ret
+    .size \name, . - \name
+    .endm
+
+    // A routine with the whole register frame (`Regs`, 144 bytes).
+    .macro FNTRACE_REGS_ROUTINE name, mcount, offset, avx
+    .text
+    .p2align 4
+    .globl \name
+    .hidden \name
+    .type \name, @function
+\name:
+    push rbp
+    mov rbp, rsp
+    sub rsp, 400
+    and rsp, -16
+    mov [rsp + 0], r15
+    mov [rsp + 8], r14
+    mov [rsp + 16], r13
+    mov [rsp + 24], r12
+    mov [rsp + 80], rax
+    mov rax, [rbp]
+    mov [rsp + 32], rax
+    mov [rsp + 40], rbx
+    mov [rsp + 48], r11
+    mov [rsp + 56], r10
+    mov [rsp + 64], r9
+    mov [rsp + 72], r8
+    mov [rsp + 88], rcx
+    mov [rsp + 96], rdx
+    mov [rsp + 104], rsi
+    mov [rsp + 112], rdi
+    mov rax, [rbp + 8]
+    mov [rsp + 120], rax
+    pushfq
+    pop rax
+    mov [rsp + 128], rax
+    lea rax, [rbp + 16]
+    mov [rsp + 136], rax
+    FNTRACE_VECS 0, 144, \avx
+    mov rdi, [rbp + 8]
+    FNTRACE_PARENT \mcount
+    mov rdx, r11
+    mov rcx, rsp
+    call [r11 + \offset]
+    FNTRACE_VECS 1, 144, \avx
+    mov rax, [rsp + 120]
+    mov [rbp + 8], rax
+    mov rax, [rsp + 32]
+    mov [rbp], rax
+    mov r15, [rsp + 0]
+    mov r14, [rsp + 8]
+    mov r13, [rsp + 16]
+    mov r12, [rsp + 24]
+    mov rbx, [rsp + 40]
+    mov r11, [rsp + 48]
+    mov r10, [rsp + 56]
+    mov r9, [rsp + 64]
+    mov r8, [rsp + 72]
+    mov rax, [rsp + 80]
+    mov rcx, [rsp + 88]
+    mov rdx, [rsp + 96]
+    mov rsi, [rsp + 104]
+    mov rdi, [rsp + 112]
+    leave
+    ret
+    .size \name, . - \name
+    .endm
+
+    FNTRACE_ROUTINE fntrace_entry_sse, 0, 8, 0
+    FNTRACE_ROUTINE fntrace_mcount_sse, 1, 8, 0
+    FNTRACE_ROUTINE fntrace_exit_sse, 0, 16, 0
+    FNTRACE_ROUTINE fntrace_entry_avx, 0, 8, 1
+    FNTRACE_ROUTINE fntrace_mcount_avx, 1, 8, 1
+    FNTRACE_ROUTINE fntrace_exit_avx, 0, 16, 1
+    FNTRACE_REGS_ROUTINE fntrace_entry_regs_sse, 0, 8, 0
+    FNTRACE_REGS_ROUTINE fntrace_mcount_regs_sse, 1, 8, 0
+    FNTRACE_REGS_ROUTINE fntrace_exit_regs_sse, 0, 16, 0
+    FNTRACE_REGS_ROUTINE fntrace_entry_regs_avx, 0, 8, 1
+    FNTRACE_REGS_ROUTINE fntrace_mcount_regs_avx, 1, 8, 1
+    FNTRACE_REGS_ROUTINE fntrace_exit_regs_avx, 0, 16, 1
+"#
+);
+
+extern "C" {
+    fn fntrace_entry_sse();
+    fn fntrace_mcount_sse();
+    fn fntrace_exit_sse();
+    fn fntrace_entry_avx();
+    fn fntrace_mcount_avx();
+    fn fntrace_exit_avx();
+    fn fntrace_entry_regs_sse();
+    fn fntrace_mcount_regs_sse();
+    fn fntrace_exit_regs_sse();
+    fn fntrace_entry_regs_avx();
+    fn fntrace_mcount_regs_avx();
+    fn fntrace_exit_regs_avx();
+}
+
+/// Which routine a slot jumps to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Variant {
+    /// The site's role.
+    pub role: fntrace_core::Role,
+    /// Build the register frame.
+    pub regs: bool,
+}
+
+/// The address of the routine for `variant`.
+pub fn routine(variant: Variant) -> usize {
+    use fntrace_core::Role::*;
+    let avx = std::arch::is_x86_feature_detected!("avx");
+    let f: unsafe extern "C" fn() = match (variant.role, variant.regs, avx) {
+        (Entry, false, false) => fntrace_entry_sse,
+        (Mcount, false, false) => fntrace_mcount_sse,
+        (Exit, false, false) => fntrace_exit_sse,
+        (Entry, false, true) => fntrace_entry_avx,
+        (Mcount, false, true) => fntrace_mcount_avx,
+        (Exit, false, true) => fntrace_exit_avx,
+        (Entry, true, false) => fntrace_entry_regs_sse,
+        (Mcount, true, false) => fntrace_mcount_regs_sse,
+        (Exit, true, false) => fntrace_exit_regs_sse,
+        (Entry, true, true) => fntrace_entry_regs_avx,
+        (Mcount, true, true) => fntrace_mcount_regs_avx,
+        (Exit, true, true) => fntrace_exit_regs_avx,
+    };
+    f as usize
+}

@@ -1,0 +1,224 @@
+//! Thin wrappers over the system calls the runtime needs. Each `unsafe`
+//! block is a single call whose arguments are checked here.
+
+use std::io;
+
+/// The page size.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 {
+        size as usize
+    } else {
+        4096
+    }
+}
+
+/// Rounds `[start, end)` out to whole pages.
+pub fn page_range(start: usize, end: usize) -> (usize, usize) {
+    let page = page_size();
+    (start & !(page - 1), (end + page - 1) & !(page - 1))
+}
+
+/// `mprotect` over whole pages.
+pub fn protect(start: usize, end: usize, prot: i32) -> io::Result<()> {
+    let (start, end) = page_range(start, end);
+    // SAFETY: changing protections of pages does not by itself break memory
+    // safety of this process: callers only make code pages writable (adding
+    // a right) for the duration of a batch and restore them right after.
+    let r = unsafe { libc::mprotect(start as *mut libc::c_void, end - start, prot) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Maps `size` bytes of private anonymous memory, readable and writable, at
+/// exactly `addr` if that range is free.
+pub fn map_fixed_noreplace(addr: usize, size: usize) -> io::Result<usize> {
+    // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; a new
+    // anonymous mapping aliases nothing.
+    let p = unsafe {
+        libc::mmap(
+            addr as *mut libc::c_void,
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    if p as usize != addr {
+        // Kernels before 4.17 treat the flag as a hint.
+        // SAFETY: p is the mapping just made, of `size` bytes, used by no one.
+        unsafe { libc::munmap(p, size) };
+        return Err(io::Error::from_raw_os_error(libc::EEXIST));
+    }
+    Ok(addr)
+}
+
+/// The mapped ranges of this process, sorted, from `/proc/self/maps`.
+pub fn mappings() -> io::Result<Vec<(usize, usize)>> {
+    let text = std::fs::read_to_string("/proc/self/maps")?;
+    let mut out: Vec<(usize, usize)> = text
+        .lines()
+        .filter_map(|line| {
+            let range = line.split_whitespace().next()?;
+            let (a, b) = range.split_once('-')?;
+            Some((
+                usize::from_str_radix(a, 16).ok()?,
+                usize::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .collect();
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// The number of threads of this process.
+pub fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(usize::MAX, |d| d.count())
+}
+
+/// Reads `errno`.
+pub fn errno() -> i32 {
+    // SAFETY: __errno_location returns this thread's errno, always valid.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Writes `errno`.
+pub fn set_errno(value: i32) {
+    // SAFETY: as in `errno`.
+    unsafe { *libc::__errno_location() = value };
+}
+
+/// Keeps `errno` as it was when created (the host must not see ours).
+pub struct ErrnoGuard(i32);
+
+impl ErrnoGuard {
+    /// Remembers `errno`.
+    pub fn new() -> ErrnoGuard {
+        ErrnoGuard(errno())
+    }
+}
+
+impl Drop for ErrnoGuard {
+    fn drop(&mut self) {
+        set_errno(self.0);
+    }
+}
+
+const MEMBARRIER_CMD_QUERY: i32 = 0;
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: i32 = 1 << 3;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: i32 = 1 << 4;
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE: i32 = 1 << 5;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE: i32 = 1 << 6;
+
+fn membarrier(cmd: i32) -> io::Result<i64> {
+    // SAFETY: membarrier takes no pointers.
+    let r = unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0, 0) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// How the patcher makes every thread's instruction stream see new code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMethod {
+    /// `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)`.
+    SyncCore,
+    /// `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`: an IPI to every CPU
+    /// running a thread of ours; on x86 its return to user space is `iret`,
+    /// which serializes.
+    Expedited,
+    /// Changing the protection of a page we touched: the TLB shootdown sends
+    /// the same IPIs (as .NET's `FlushProcessWriteBuffers` does), slower.
+    Mprotect,
+}
+
+impl SyncMethod {
+    /// Name, for messages and `FNTRACE_SYNC`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncMethod::SyncCore => "membarrier-sync-core",
+            SyncMethod::Expedited => "membarrier",
+            SyncMethod::Mprotect => "mprotect",
+        }
+    }
+
+    /// Registers for the best method available, or for `wanted` if given.
+    pub fn setup(wanted: Option<&str>) -> SyncMethod {
+        let supported = membarrier(MEMBARRIER_CMD_QUERY).unwrap_or(0) as i32;
+        let try_register = |cmd: i32, register: i32| supported & cmd != 0 && membarrier(register).is_ok();
+        let sync_core = || {
+            try_register(
+                MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
+                MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE,
+            )
+        };
+        let expedited = || {
+            try_register(
+                MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+                MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+            )
+        };
+        match wanted {
+            Some("mprotect") => SyncMethod::Mprotect,
+            Some("membarrier") if expedited() => SyncMethod::Expedited,
+            _ if sync_core() => SyncMethod::SyncCore,
+            _ if expedited() => SyncMethod::Expedited,
+            _ => SyncMethod::Mprotect,
+        }
+    }
+
+    /// Makes every thread of the process see code written so far.
+    pub fn sync(self, scratch_page: usize) {
+        let done = match self {
+            SyncMethod::SyncCore => membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE).is_ok(),
+            SyncMethod::Expedited => membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED).is_ok(),
+            SyncMethod::Mprotect => false,
+        };
+        if !done {
+            sync_by_mprotect(scratch_page);
+        }
+    }
+}
+
+/// Forces an IPI to every CPU that runs a thread of ours: write to a page of
+/// ours (so it is in their TLBs' reach) and take the write right away.
+fn sync_by_mprotect(page: usize) {
+    if page == 0 {
+        return;
+    }
+    let size = page_size();
+    let _ = protect(page, page + size, libc::PROT_READ | libc::PROT_WRITE);
+    // SAFETY: `page` is a private page mapped for this purpose, now writable.
+    unsafe { std::ptr::write_volatile(page as *mut u8, 1) };
+    let _ = protect(page, page + size, libc::PROT_NONE);
+}
+
+/// Maps a private page for `sync_by_mprotect`.
+pub fn scratch_page() -> usize {
+    // SAFETY: a new anonymous mapping aliases nothing.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            page_size(),
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        0
+    } else {
+        p as usize
+    }
+}
