@@ -74,9 +74,13 @@ size_t fntrace_enabled_functions(char *buf, size_t len);
 /* The function name of a callback's ip, into buf; 0, or -1 if unknown. */
 int fntrace_lookup(uintptr_t ip, char *buf, size_t len);
 
+/* What the runtime did: modules with sites, sites found, converted to the
+ * canonical NOP at load, already canonical, skipped; patch batches, sites
+ * written, instruction-stream syncs, mprotect calls, sites refused, and
+ * threads that met a site mid-patch and were steered past it. */
 struct fntrace_stats {
     uint64_t modules, sites, converted, canonical, skipped;
-    uint64_t batches, written, syncs, protects, refused;
+    uint64_t batches, written, syncs, protects, refused, traps;
 };
 int fntrace_get_stats(struct fntrace_stats *out);
 

@@ -177,6 +177,7 @@ pub struct CStats {
     syncs: u64,
     protects: u64,
     refused: u64,
+    traps: u64,
 }
 
 /// See `fntrace.h`.
@@ -200,6 +201,7 @@ pub unsafe extern "C" fn fntrace_get_stats(out: *mut CStats) -> c_int {
                 syncs: s.batch.syncs as u64,
                 protects: s.batch.protects as u64,
                 refused: s.refused as u64,
+                traps: crate::trap::STEERED.load(std::sync::atomic::Ordering::Relaxed),
             };
             // SAFETY: as the caller guarantees.
             unsafe { out.write(c) };

@@ -18,6 +18,8 @@ pub struct Table {
 static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
 /// Handlers running now: a table is freed only when none is.
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+/// Threads steered past a site mid-patch, since start.
+pub static STEERED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 /// The disposition of SIGTRAP before ours.
 static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
 
@@ -101,10 +103,12 @@ fn steer(uc: &mut libc::ucontext_t, addr: usize) -> bool {
     if byte != INT3 {
         // The int3 is gone: a batch finished after the trap. Run what is
         // there now.
+        STEERED.fetch_add(1, Ordering::Relaxed);
         gregs[libc::REG_RIP as usize] = addr as i64;
         return true;
     }
     let Some(resume) = resume else { return false };
+    STEERED.fetch_add(1, Ordering::Relaxed);
     let rsp = gregs[libc::REG_RSP as usize] as usize;
     match resume {
         Resume::At(next) => gregs[libc::REG_RIP as usize] = next as i64,
