@@ -77,10 +77,12 @@ int fntrace_lookup(uintptr_t ip, char *buf, size_t len);
 /* What the runtime did: modules with sites, sites found, converted to the
  * canonical NOP at load, already canonical, skipped; patch batches, sites
  * written, instruction-stream syncs, mprotect calls, sites refused, and
- * threads that met a site mid-patch and were steered past it. */
+ * threads that met a site mid-patch and were steered past it; calls not
+ * made because the thread was inside a callback already (a traced function
+ * called from a callback, or from a signal handler that interrupted one). */
 struct fntrace_stats {
     uint64_t modules, sites, converted, canonical, skipped;
-    uint64_t batches, written, syncs, protects, refused, traps;
+    uint64_t batches, written, syncs, protects, refused, traps, recursions;
 };
 int fntrace_get_stats(struct fntrace_stats *out);
 

@@ -178,6 +178,7 @@ pub struct CStats {
     protects: u64,
     refused: u64,
     traps: u64,
+    recursions: u64,
 }
 
 /// See `fntrace.h`.
@@ -202,6 +203,7 @@ pub unsafe extern "C" fn fntrace_get_stats(out: *mut CStats) -> c_int {
                 protects: s.batch.protects as u64,
                 refused: s.refused as u64,
                 traps: crate::trap::STEERED.load(std::sync::atomic::Ordering::Relaxed),
+                recursions: crate::ops::RECURSIONS.load(std::sync::atomic::Ordering::Relaxed),
             };
             // SAFETY: as the caller guarantees.
             unsafe { out.write(c) };

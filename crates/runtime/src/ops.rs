@@ -105,11 +105,17 @@ thread_local! {
     static BUSY: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Calls not made because the thread was already inside a callback (a
+/// traced function called by a callback, or by a signal handler that
+/// interrupted one).
+pub static RECURSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Runs `f` unless this thread is already inside a callback, keeping
 /// `errno` as the traced code left it.
 fn guarded(f: impl FnOnce()) {
     let entered = BUSY.try_with(|busy| !busy.replace(true)).unwrap_or(false);
     if !entered {
+        RECURSIONS.fetch_add(1, Ordering::Relaxed);
         return;
     }
     let _errno = sys::ErrnoGuard::new();

@@ -1,0 +1,169 @@
+/* Live patching under load: worker threads call traced functions in tight
+ * loops while the main thread registers, unregisters and re-filters ops
+ * thousands of times. Every result is checked, and while a function is
+ * surely enabled every call to it must reach the callback (surely disabled:
+ * none may).
+ *
+ * usage: stress MODE CYCLES   MODE: ops | list | filter | regs
+ *
+ * The phase counter: 4k = surely off, 4k+2 = surely on, odd = changing.
+ * A worker reads it before and after a call; only when both reads agree is
+ * the call checked. */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include "fntrace.h"
+
+#define WORKERS 3
+#define NOINLINE __attribute__((noinline, noipa))
+
+NOINLINE int work(int x) { return x * 3 + 1; }
+NOINLINE int other(int x) { return x ^ 5; }
+
+static atomic_ulong phase;
+static atomic_int stop;
+static atomic_ulong calls, checked_on, checked_off, violations, bad_results, bad_args;
+static __thread volatile unsigned long hits;
+static __thread int expected_arg;
+static uintptr_t work_ip;
+
+static void callback(uintptr_t ip, uintptr_t parent, fntrace_ops *ops, struct fntrace_regs *regs) {
+    (void)parent;
+    (void)ops;
+    if (ip != work_ip)
+        return;
+    hits++;
+    if (regs && (int)regs->rdi != expected_arg)
+        atomic_fetch_add(&bad_args, 1);
+}
+
+/* Counts nothing: a second ops on the same function, so that it calls the
+ * list trampoline. */
+static void idle(uintptr_t ip, uintptr_t parent, fntrace_ops *ops, struct fntrace_regs *regs) {
+    (void)ip, (void)parent, (void)ops, (void)regs;
+}
+
+static void *worker(void *arg) {
+    int x = (int)(intptr_t)arg;
+    while (!atomic_load(&stop)) {
+        x = (x + 7) & 0xffff;
+        unsigned long p1 = atomic_load(&phase);
+        unsigned long h0 = hits;
+        expected_arg = x;
+        int r = work(x);
+        unsigned long h1 = hits;
+        unsigned long p2 = atomic_load(&phase);
+        if (r != x * 3 + 1 || other(x) != (x ^ 5))
+            atomic_fetch_add(&bad_results, 1);
+        atomic_fetch_add(&calls, 1);
+        if (p1 != p2 || p1 % 2)
+            continue;
+        int on = p1 % 4 == 2;
+        atomic_fetch_add(on ? &checked_on : &checked_off, 1);
+        if (h1 - h0 != (unsigned long)on)
+            atomic_fetch_add(&violations, 1);
+    }
+    return NULL;
+}
+
+static void must(int r, const char *what) {
+    if (r != 0) {
+        fprintf(stderr, "stress: %s: %s\n", what, fntrace_last_error());
+        exit(2);
+    }
+}
+
+/* Lets the workers run a little in each phase. */
+static void settle(void) {
+    unsigned long c = atomic_load(&calls);
+    for (int spin = 0; atomic_load(&calls) < c + 20 && spin < 1000000; spin++)
+        sched_yield();
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: stress ops|list|filter|regs CYCLES\n");
+        return 2;
+    }
+    const char *mode = argv[1];
+    int cycles = atoi(argv[2]);
+    unsigned flags = strcmp(mode, "regs") == 0 ? FNTRACE_OPS_FL_SAVE_REGS : 0;
+    fntrace_ops *ops = fntrace_ops_new(callback, NULL, NULL, flags);
+    fntrace_ops *second = fntrace_ops_new(idle, NULL, NULL, 0);
+    if (!ops || !second) {
+        fprintf(stderr, "stress: %s\n", fntrace_last_error());
+        return 2;
+    }
+    /* The ip callbacks get for work(): find it by enabling it once. */
+    must(fntrace_ops_set_filter(ops, "work", NULL), "filter");
+    char buf[4096];
+    must(fntrace_ops_register(ops), "register");
+    work_ip = 0;
+    fntrace_enabled_functions(buf, sizeof buf);
+    must(fntrace_ops_unregister(ops), "unregister");
+    unsigned long site = 0;
+    char kind[32];
+    if (sscanf(buf, "work (1) %*s ops %31s %lx", kind, &site) != 2 &&
+        sscanf(buf, "work (1) %*s ops R %31s %lx", kind, &site) != 2) {
+        fprintf(stderr, "stress: unexpected enabled_functions: %s\n", buf);
+        return 2;
+    }
+    /* An entry site of 5 bytes (or more: the call is at its end). */
+    for (uintptr_t ip = site + 5; ip < site + 16; ip++) {
+        char name[64];
+        if (fntrace_lookup(ip, name, sizeof name) == 0 && strcmp(name, "work") == 0) {
+            work_ip = ip;
+            break;
+        }
+    }
+    if (!work_ip) {
+        fprintf(stderr, "stress: no ip for work\n");
+        return 2;
+    }
+    if (strcmp(mode, "list") == 0) {
+        must(fntrace_ops_set_filter(second, "work other", NULL), "filter");
+        must(fntrace_ops_register(second), "register second");
+    }
+    if (strcmp(mode, "filter") == 0) {
+        /* Registered all along; phase 0 is "surely off" for work(). */
+        must(fntrace_ops_set_filter(ops, "other", "work"), "filter");
+        must(fntrace_ops_register(ops), "register");
+    }
+
+    pthread_t threads[WORKERS];
+    for (int i = 0; i < WORKERS; i++)
+        pthread_create(&threads[i], NULL, worker, (void *)(intptr_t)(i * 1000));
+    for (int c = 0; c < cycles; c++) {
+        atomic_fetch_add(&phase, 1);
+        if (strcmp(mode, "filter") == 0)
+            must(fntrace_ops_set_filter(ops, c % 3 ? "work" : "wo*", NULL), "filter on");
+        else
+            must(fntrace_ops_register(ops), "register");
+        atomic_fetch_add(&phase, 1);
+        settle();
+        atomic_fetch_add(&phase, 1);
+        if (strcmp(mode, "filter") == 0)
+            must(fntrace_ops_set_filter(ops, "other", "work"), "filter off");
+        else
+            must(fntrace_ops_unregister(ops), "unregister");
+        atomic_fetch_add(&phase, 1);
+        settle();
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < WORKERS; i++)
+        pthread_join(threads[i], NULL);
+    struct fntrace_stats st;
+    must(fntrace_get_stats(&st), "stats");
+    printf("mode=%s cycles=%d calls=%lu checked_on=%lu checked_off=%lu violations=%lu bad_results=%lu "
+           "bad_args=%lu batches=%lu syncs=%lu traps=%lu refused=%lu\n",
+           mode, cycles, atomic_load(&calls), atomic_load(&checked_on), atomic_load(&checked_off),
+           atomic_load(&violations), atomic_load(&bad_results), atomic_load(&bad_args),
+           (unsigned long)st.batches, (unsigned long)st.syncs, (unsigned long)st.traps,
+           (unsigned long)st.refused);
+    return atomic_load(&violations) || atomic_load(&bad_results) || atomic_load(&bad_args) || st.refused;
+}
