@@ -10,19 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <pthread.h>
-#include <sched.h>
 
-#include "fntrace.h"
+#include "phases.h"
 
-#define WORKERS 3
-#define NOINLINE __attribute__((noinline, noipa))
 
 NOINLINE long price_v1(long qty, long unit, long discount) { return qty * unit - discount; }
 NOINLINE long price_v2(long qty, long unit, long discount) { return qty * unit - 2 * discount + 1000000; }
 
-static atomic_ulong phase;
-static atomic_int stop;
-static atomic_ulong calls, checked_v1, checked_v2, violations;
+static atomic_ulong checked_v1, checked_v2;
 
 static void redirect(uintptr_t ip, uintptr_t parent, fntrace_ops *ops, struct fntrace_regs *regs) {
     (void)ip, (void)parent, (void)ops;
@@ -40,27 +35,14 @@ static void *worker(void *arg) {
         atomic_fetch_add(&calls, 1);
         if (r != v1 && r != v2)
             atomic_fetch_add(&violations, 1);
-        if (p1 != p2 || p1 % 2)
+        int on;
+        if (!checkable(p1, p2, &on))
             continue;
-        int on = p1 % 4 == 2;
         atomic_fetch_add(on ? &checked_v2 : &checked_v1, 1);
         if (r != (on ? v2 : v1))
             atomic_fetch_add(&violations, 1);
     }
     return NULL;
-}
-
-static void must(int r, const char *what) {
-    if (r != 0) {
-        fprintf(stderr, "redirect: %s: %s\n", what, fntrace_last_error());
-        exit(2);
-    }
-}
-
-static void settle(void) {
-    unsigned long c = atomic_load(&calls);
-    for (int spin = 0; atomic_load(&calls) < c + 20 && spin < 1000000; spin++)
-        sched_yield();
 }
 
 int main(int argc, char **argv) {

@@ -15,19 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
-#include <sched.h>
 
-#include "fntrace.h"
+#include "phases.h"
 
-#define WORKERS 3
-#define NOINLINE __attribute__((noinline, noipa))
 
 NOINLINE int work(int x) { return x * 3 + 1; }
 NOINLINE int other(int x) { return x ^ 5; }
 
-static atomic_ulong phase;
-static atomic_int stop;
-static atomic_ulong calls, checked_on, checked_off, violations, bad_results, bad_args;
+static atomic_ulong checked_on, checked_off, bad_results, bad_args;
 static __thread volatile unsigned long hits;
 static __thread int expected_arg;
 static uintptr_t work_ip;
@@ -61,28 +56,14 @@ static void *worker(void *arg) {
         if (r != x * 3 + 1 || other(x) != (x ^ 5))
             atomic_fetch_add(&bad_results, 1);
         atomic_fetch_add(&calls, 1);
-        if (p1 != p2 || p1 % 2)
+        int on;
+        if (!checkable(p1, p2, &on))
             continue;
-        int on = p1 % 4 == 2;
         atomic_fetch_add(on ? &checked_on : &checked_off, 1);
         if (h1 - h0 != (unsigned long)on)
             atomic_fetch_add(&violations, 1);
     }
     return NULL;
-}
-
-static void must(int r, const char *what) {
-    if (r != 0) {
-        fprintf(stderr, "stress: %s: %s\n", what, fntrace_last_error());
-        exit(2);
-    }
-}
-
-/* Lets the workers run a little in each phase. */
-static void settle(void) {
-    unsigned long c = atomic_load(&calls);
-    for (int spin = 0; atomic_load(&calls) < c + 20 && spin < 1000000; spin++)
-        sched_yield();
 }
 
 int main(int argc, char **argv) {
