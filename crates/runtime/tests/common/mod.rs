@@ -16,20 +16,18 @@ pub fn include() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("include")
 }
 
-/// The directory of `libfntrace_runtime.so` built with these tests.
+/// The directory of `libfntrace_runtime.so` built with these tests: Cargo
+/// builds it beside the test executables (`target/<profile>/deps`) and
+/// copies it one level up only on `cargo build`.
 pub fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>")
-        .to_path_buf();
-    assert!(
-        dir.join("libfntrace_runtime.so").exists(),
-        "no runtime library in {}",
-        dir.display()
-    );
-    dir
+    let deps = exe.parent().expect("target/<profile>/deps");
+    [Some(deps), deps.parent()]
+        .into_iter()
+        .flatten()
+        .find(|d| d.join("libfntrace_runtime.so").exists())
+        .unwrap_or_else(|| panic!("no libfntrace_runtime.so in or above {}", deps.display()))
+        .to_path_buf()
 }
 
 /// The runtime library.
