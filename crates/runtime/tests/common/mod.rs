@@ -22,12 +22,13 @@ pub fn include() -> PathBuf {
 pub fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
     let deps = exe.parent().expect("target/<profile>/deps");
-    [Some(deps), deps.parent()]
+    let found = [Some(deps), deps.parent()]
         .into_iter()
         .flatten()
         .find(|d| d.join("libfntrace_runtime.so").exists())
         .unwrap_or_else(|| panic!("no libfntrace_runtime.so in or above {}", deps.display()))
-        .to_path_buf()
+        .to_path_buf();
+    found
 }
 
 /// The runtime library.
