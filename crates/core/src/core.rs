@@ -23,18 +23,18 @@ pub enum CoreError {
     },
 }
 
-impl Default for Core {
-    fn default() -> Core {
-        Core::new()
-    }
-}
-
 /// Every ops and every module, and what each site should call.
 #[derive(Debug)]
 pub struct Core {
     ops: Vec<Option<Ops>>,
     flags: Box<[OpsFlags; MAX_OPS]>,
     modules: Vec<Option<Module>>,
+}
+
+impl Default for Core {
+    fn default() -> Core {
+        Core::new()
+    }
 }
 
 impl Core {
@@ -146,6 +146,7 @@ impl Core {
             if let Some(site) = module.sites.get_mut(change.site) {
                 if applied {
                     site.in_effect = change.to;
+                    site.published = change.wanted;
                 } else {
                     site.failed = true;
                 }
@@ -204,7 +205,7 @@ impl Core {
     }
 
     /// The changes needed to bring sites (of one module, or all) to what
-    /// their wanted sets decide.
+    /// their wanted sets decide, and to publish changed wanted sets.
     fn changes(&self, only: Option<ModuleId>) -> Vec<Change> {
         let mut out = Vec::new();
         for (id, module) in self.modules() {
@@ -213,7 +214,7 @@ impl Core {
             }
             for (i, site) in module.sites.iter().enumerate() {
                 let to = decide(site.wanted, &self.flags);
-                if to != site.in_effect && !site.failed {
+                if (to != site.in_effect || site.wanted != site.published) && !site.failed {
                     out.push(Change {
                         module: id,
                         site: i,

@@ -83,6 +83,8 @@ pub struct SiteRecord {
     pub wanted: u64,
     /// What the site calls now.
     pub in_effect: Target,
+    /// The wanted set last committed: what the list walker sees.
+    pub published: u64,
     /// A patch of this site failed: it is left alone from now on.
     pub failed: bool,
 }
@@ -95,6 +97,7 @@ impl SiteRecord {
             role,
             wanted: 0,
             in_effect: Target::Nop,
+            published: 0,
             failed: false,
         }
     }
@@ -131,7 +134,8 @@ impl Module {
     }
 }
 
-/// A site whose target must change.
+/// A site whose target, or set of ops, must change (`from == to` when only
+/// the set changes: a list site gaining or losing one of several ops).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Change {
     /// The module.

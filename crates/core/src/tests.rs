@@ -209,3 +209,31 @@ fn at_most_max_ops() {
     }
     assert_eq!(core.register(ops(&["foo"])).unwrap_err(), CoreError::TooManyOps);
 }
+
+#[test]
+fn a_third_ops_on_a_list_site_changes_its_wanted_set_not_its_target() {
+    let mut core = Core::new();
+    core.add_module(module("prog"));
+    let (a, c) = core.register(ops(&["foo"])).unwrap();
+    apply(&mut core, &c);
+    let (b, c) = core.register(ops(&["foo"])).unwrap();
+    apply(&mut core, &c);
+    // The list trampoline stays, but the list walker must now call c too.
+    let (third, c) = core.register(ops(&["foo"])).unwrap();
+    assert_eq!(c.len(), 1);
+    assert_eq!(
+        (c[0].site, c[0].from, c[0].to),
+        (1, List { regs: false }, List { regs: false })
+    );
+    assert_eq!(c[0].wanted, 1 << a | 1 << b | 1 << third);
+    apply(&mut core, &c);
+    let c = core.unregister(b).unwrap();
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].wanted, 1 << a | 1 << third);
+    apply(&mut core, &c);
+    // Nothing left to publish once committed.
+    assert_eq!(
+        core.set_filter(a, filter(&["foo"]), Filter::default()).unwrap(),
+        vec![]
+    );
+}

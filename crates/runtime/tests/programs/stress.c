@@ -37,8 +37,9 @@ static void callback(uintptr_t ip, uintptr_t parent, fntrace_ops *ops, struct fn
         atomic_fetch_add(&bad_args, 1);
 }
 
-/* Counts nothing: a second ops on the same function, so that it calls the
- * list trampoline. */
+/* Counts nothing: two more ops on the same function (mode list), so that it
+ * calls the list trampoline whether the counting ops is registered or not:
+ * registering it changes only the set of ops the list walks. */
 static void idle(uintptr_t ip, uintptr_t parent, fntrace_ops *ops, struct fntrace_regs *regs) {
     (void)ip, (void)parent, (void)ops, (void)regs;
 }
@@ -76,7 +77,8 @@ int main(int argc, char **argv) {
     unsigned flags = strcmp(mode, "regs") == 0 ? FNTRACE_OPS_FL_SAVE_REGS : 0;
     fntrace_ops *ops = fntrace_ops_new(callback, NULL, NULL, flags);
     fntrace_ops *second = fntrace_ops_new(idle, NULL, NULL, 0);
-    if (!ops || !second) {
+    fntrace_ops *third = fntrace_ops_new(idle, NULL, NULL, 0);
+    if (!ops || !second || !third) {
         fprintf(stderr, "stress: %s\n", fntrace_last_error());
         return 2;
     }
@@ -109,6 +111,8 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "list") == 0) {
         must(fntrace_ops_set_filter(second, "work other", NULL), "filter");
         must(fntrace_ops_register(second), "register second");
+        must(fntrace_ops_set_filter(third, "work", NULL), "filter");
+        must(fntrace_ops_register(third), "register third");
     }
     if (strcmp(mode, "filter") == 0) {
         /* Registered all along; phase 0 is "surely off" for work(). */
