@@ -131,6 +131,9 @@ pub trait Patcher: Sync {
     /// Canonical "off" bytes of a site of `len` bytes: one instruction.
     fn make_nop(&self, shape: Shape, len: usize) -> Result<Code, PatchError>;
 
+    /// Whether a site of `len` bytes has room for a call.
+    fn call_fits(&self, shape: Shape, len: usize) -> bool;
+
     /// "On" bytes of the site at `addr`: a call to `target`.
     fn make_call(&self, shape: Shape, addr: u64, len: usize, target: u64) -> Result<Code, PatchError>;
 

@@ -176,6 +176,8 @@ pub struct SiteInfo {
     pub module: String,
     /// The kind of site (`fentry`, `mcount`, ...).
     pub kind: &'static str,
+    /// An exit site (it calls exit callbacks).
+    pub exit: bool,
     /// How many ops want it.
     pub ref_count: u32,
     /// What it calls now: `nop`, `ops` or `list`.
@@ -209,6 +211,7 @@ fn info(state: &State, m: usize, i: usize) -> Option<SiteInfo> {
             .unwrap_or_default(),
         module: core.name.clone(),
         kind: site.kind.as_str(),
+        exit: site.role == fntrace_core::Role::Exit,
         ref_count: record.ref_count(),
         state: what,
         regs,

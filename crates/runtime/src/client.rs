@@ -61,8 +61,7 @@ fn lines() -> Vec<String> {
             continue;
         }
         let slot = counts.entry((site.function, site.module)).or_default();
-        let is_exit = matches!(site.kind, "xray-exit" | "xray-tail" | "return");
-        if is_exit {
+        if site.exit {
             slot.1 += hits;
         } else {
             slot.0 += hits;

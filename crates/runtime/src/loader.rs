@@ -97,12 +97,11 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
         let addr = loaded.bias.wrapping_add(site.address as usize + prefix);
         let bytes = &site.bytes[prefix.min(site.bytes.len())..];
         let len = bytes.len();
-        let call = state.patcher.make_call(shape, addr as u64, len, addr as u64);
         let Ok(nop) = state.patcher.make_nop(shape, len) else {
             skip(state, "no patchable form of this length");
             continue;
         };
-        if call.is_err() {
+        if !state.patcher.call_fits(shape, len) {
             skip(state, "too short for a call after the entry");
             continue;
         }
@@ -134,10 +133,9 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     }
     state.stats.sites += binary.sites.len();
     let canonical = pokes.iter().filter(|p| p.old == p.new).count();
-    let module = ModState::new(loaded, Vec::new());
     let mut writer = state.writer;
     writer.live = live;
-    let results = text::apply(&pokes, &module.ranges(), writer, &mut state.stats.batch);
+    let results = text::apply(&pokes, &text::ranges(&loaded), writer, &mut state.stats.batch);
     let mut kept_sites = Vec::new();
     let mut kept_records = Vec::new();
     for (((site, record), poke), result) in sites.into_iter().zip(records).zip(&pokes).zip(results) {
@@ -158,7 +156,7 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     }
     state.stats.modules += 1;
     let functions = binary.functions.iter().map(|f| f.name.clone()).collect();
-    let module = ModState::new(module.loaded, kept_sites);
+    let module = ModState::new(loaded, kept_sites);
     let (id, changes) = state
         .core
         .add_module(Module::new(module.loaded.name(), functions, kept_records));

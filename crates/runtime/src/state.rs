@@ -15,10 +15,10 @@ use crate::modules::Loaded;
 use crate::ops::{RawOps, FL_IPMODIFY, FL_SAVE_REGS, LIST_OPS};
 use crate::pool::Pool;
 use crate::routines::{routine, Variant};
-use crate::text::{self, BatchStats, Poke, Range, Writer};
+use crate::text::{self, BatchStats, Poke, Writer};
 
 /// A site as the runtime knows it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct Site {
     /// First byte, runtime address.
     pub addr: usize,
@@ -56,15 +56,6 @@ impl ModState {
             pools: Vec::new(),
             slots: HashMap::new(),
         }
-    }
-
-    /// The code ranges of the module.
-    pub fn ranges(&self) -> Vec<Range> {
-        self.loaded
-            .exec
-            .iter()
-            .map(|&(start, end, prot)| Range { start, end, prot })
-            .collect()
     }
 }
 
@@ -196,7 +187,7 @@ impl State {
                 self.core.commit(&change, true);
                 continue;
             }
-            let site = module.sites[change.site].clone();
+            let site = module.sites[change.site];
             let target = match change.to {
                 Target::Nop => Ok(None),
                 Target::Ops(id) => match self.by_id[id as usize] {
@@ -252,7 +243,12 @@ impl State {
         for (m, work) in by_module {
             let module = self.mods[m].as_mut().expect("module of a change");
             let pokes: Vec<Poke> = work.iter().map(|w| w.1).collect();
-            let results = text::apply(&pokes, &module.ranges(), self.writer, &mut self.stats.batch);
+            let results = text::apply(
+                &pokes,
+                &text::ranges(&module.loaded),
+                self.writer,
+                &mut self.stats.batch,
+            );
             self.stats.batches += 1;
             for ((change, poke), result) in work.iter().zip(results) {
                 match result {

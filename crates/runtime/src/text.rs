@@ -37,6 +37,15 @@ pub struct Range {
     pub prot: i32,
 }
 
+/// The executable segments of a module, as ranges to write in.
+pub fn ranges(module: &crate::modules::Loaded) -> Vec<Range> {
+    module
+        .exec
+        .iter()
+        .map(|&(start, end, prot)| Range { start, end, prot })
+        .collect()
+}
+
 impl Range {
     fn contains(&self, addr: usize, len: usize) -> bool {
         addr >= self.start && addr + len <= self.end

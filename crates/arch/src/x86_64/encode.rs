@@ -71,12 +71,22 @@ impl Patcher for X86_64 {
         Ok(Code::new(&bytes[..len]).expect("len checked"))
     }
 
+    fn call_fits(&self, shape: Shape, len: usize) -> bool {
+        len <= MAX_SITE_LEN
+            && match shape {
+                Shape::Inline => len >= CALL_LEN,
+                Shape::ReturnSled => len > CALL_LEN,
+            }
+    }
+
     fn make_call(&self, shape: Shape, addr: u64, len: usize, target: u64) -> Result<Code, PatchError> {
+        if !self.call_fits(shape, len) {
+            return Err(PatchError::Length(len));
+        }
         let mut code = self.make_nop(shape, len)?;
         let at = match shape {
-            Shape::Inline if len >= CALL_LEN => len - CALL_LEN,
+            Shape::Inline => len - CALL_LEN,
             Shape::ReturnSled => 0,
-            _ => return Err(PatchError::Length(len)),
         };
         let from = addr + at as u64;
         let disp = rel32(from, CALL_LEN, target).ok_or(PatchError::Reach { from, to: target })?;

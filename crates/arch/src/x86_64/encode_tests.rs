@@ -50,6 +50,9 @@ fn inline_call_sits_at_the_end_of_the_site() {
         X86_64.make_call(Shape::Inline, 0x1000, 4, 0x2000),
         Err(PatchError::Length(4))
     );
+    assert!(!X86_64.call_fits(Shape::Inline, 4) && X86_64.call_fits(Shape::Inline, 5));
+    assert!(!X86_64.call_fits(Shape::ReturnSled, 5) && X86_64.call_fits(Shape::ReturnSled, 6));
+    assert!(!X86_64.call_fits(Shape::Inline, 16));
 }
 
 #[test]
