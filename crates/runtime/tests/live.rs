@@ -83,7 +83,7 @@ fn fallback_syncs_are_safe_too() {
         let out = run(
             &work.0,
             &program,
-            &["list", "500"],
+            &["ops", "500"],
             &[("FNTRACE_SYNC", sync)],
             Duration::from_secs(240),
         );
