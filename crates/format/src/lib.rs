@@ -1,9 +1,37 @@
-//! The fntrace trace format.
+//! The fntrace trace format: `docs/FORMAT.md` in code.
 //!
-//! Not built yet: this crate is the place for issue #4 (tracers and the
-//! recording pipeline): compact per-thread event records (a function id and
-//! a time delta, 8 bytes on average), the `fntrace.data/` directory layout
-//! (events per thread, symbol tables of traced modules, command line, clock
-//! calibration, format version) and its readers, which read a truncated or
-//! corrupt directory up to the damage. See `docs/ARCHITECTURE.md`.
+//! Writing side (used by the runtime, a `cdylib` inside traced programs):
+//! pure functions and plain structs, no I/O policy —
+//! - [`event`]: event words (`delta | fid | kind`), encoded and decoded;
+//! - [`chunk`]: the 32-byte chunk header;
+//! - [`write`](mod@write): whole chunks built in memory (tools and tests);
+//! - [`layout`]: file and directory names of `fntrace.data/`;
+//! - [`meta`]: `info.json`, `process.json` (with the [`Clock`]),
+//!   `functions.tsv` and `profile.tsv` lines.
+//!
+//! Reading side (used by the CLI):
+//! - [`read`]: [`open`] a data directory into a [`Trace`], stream a
+//!   thread's [`Event`]s, with damage notes instead of failures wherever the
+//!   data allows;
+//! - [`calls`]: events turned into [`Call`]s with self times.
+//!
+//! Malformed input gives an error or a damage note, never a panic.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod calls;
+pub mod chunk;
+pub mod event;
+pub mod layout;
+pub mod meta;
+pub mod read;
+pub mod write;
+
+pub use calls::{Call, CallBuilder, End};
+pub use chunk::ChunkHeader;
+pub use event::Kind;
+pub use meta::{Clock, FunctionEntry, ModuleInfo, ProcessInfo, ProfileRow, RunInfo};
+pub use read::{
+    open, Event, EventKind, FormatError, Functions, Process, RawEvents, RawItem, ThreadEvents, Trace,
+};
+pub use write::ChunkBuilder;

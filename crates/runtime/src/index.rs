@@ -13,14 +13,18 @@ pub struct SiteWords {
     pub wanted: Box<[AtomicU64]>,
     /// Calls counted by the built-in counting client.
     pub hits: Box<[AtomicU64]>,
+    /// Each site's function id.
+    pub fid: Box<[u32]>,
 }
 
 impl SiteWords {
-    /// Words for `n` sites, leaked (modules' words live forever).
-    pub fn leak(n: usize) -> &'static SiteWords {
+    /// Words for sites of these function ids, leaked (modules' words live forever).
+    pub fn leak(fid: Vec<u32>) -> &'static SiteWords {
+        let n = fid.len();
         Box::leak(Box::new(SiteWords {
             wanted: (0..n).map(|_| AtomicU64::new(0)).collect(),
             hits: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            fid: fid.into_boxed_slice(),
         }))
     }
 }

@@ -28,6 +28,7 @@ mod routines;
 mod state;
 mod sys;
 mod text;
+mod tracer;
 mod trap;
 
 pub use api::{lookup, parse_filter, sites, stats, Ops, SiteInfo};
@@ -87,6 +88,7 @@ fn setup() -> std::result::Result<(), String> {
         stats: Default::default(),
         handles: Default::default(),
         by_id: [None; MAX_OPS],
+        functions: Vec::new(),
     };
     // ftrace_init: while the process is single-threaded, plain writes.
     let live = sys::thread_count() > 1;
@@ -121,6 +123,9 @@ extern "C" fn init() {
         }
         if let Err(e) = client::start_from_env() {
             eprintln!("fntrace: {e}");
+        }
+        if let Err(e) = tracer::start_from_env() {
+            eprintln!("fntrace: cannot trace: {e}; the program runs untraced");
         }
     });
 }

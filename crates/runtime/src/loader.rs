@@ -8,8 +8,9 @@ use fntrace_core::{Module, Role, SiteRecord};
 use fntrace_sites::SiteKind;
 
 use crate::modules::{self, Loaded};
-use crate::state::{ModState, Site, State};
+use crate::state::{FunctionRecord, ModState, Site, State};
 use crate::text::{self, Poke};
+use crate::tracer::fids::NO_FID;
 
 /// How a kind of site is switched and where it is.
 pub fn shape_of(kind: SiteKind) -> (Shape, Role) {
@@ -90,6 +91,7 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     }
     let mut sites = Vec::new();
     let mut records = Vec::new();
+    let fid_base = state.functions.len() as u32;
     let mut pokes = Vec::new();
     for site in &binary.sites {
         let (shape, role) = shape_of(site.kind);
@@ -128,6 +130,7 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
             role,
             kind: site.kind,
             cur: now,
+            fid: site.function.map_or(NO_FID, |f| fid_base + f as u32),
         });
         records.push(SiteRecord::new(site.function.map(|f| f as u32), role));
     }
@@ -156,7 +159,16 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     }
     state.stats.modules += 1;
     let functions = binary.functions.iter().map(|f| f.name.clone()).collect();
-    let module = ModState::new(loaded, kept_sites);
+    let path: std::sync::Arc<str> = loaded.path.as_str().into();
+    state
+        .functions
+        .extend(binary.functions.iter().map(|f| FunctionRecord {
+            module: path.clone(),
+            address: (loaded.bias as u64).wrapping_add(f.address),
+            size: f.size,
+            name: f.name.clone(),
+        }));
+    let module = ModState::new(loaded, kept_sites, fid_base);
     let (id, changes) = state
         .core
         .add_module(Module::new(module.loaded.name(), functions, kept_records));
@@ -165,6 +177,7 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     }
     state.mods[id] = Some(module);
     state.publish_index();
+    crate::tracer::on_modules(state);
     if let Err(e) = state.apply(changes) {
         eprintln!("fntrace: {e}");
     }

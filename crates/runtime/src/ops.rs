@@ -83,8 +83,8 @@ impl RawOps {
 /// The list "ops": its callbacks walk every ops that wants the site.
 pub static LIST_OPS: RawOps = RawOps {
     data: std::ptr::null_mut(),
-    entry: Some(list_entry),
-    exit: Some(list_exit),
+    entry: Some(LIST_ENTRY),
+    exit: Some(LIST_EXIT),
     user_entry: None,
     user_exit: None,
     flags: 0,
@@ -141,17 +141,21 @@ unsafe extern "C" fn guarded_exit(ip: usize, parent: usize, ops: *mut RawOps, re
     }
 }
 
-unsafe extern "C" fn list_entry(ip: usize, parent: usize, _: *mut RawOps, regs: *mut Regs) {
-    list(ip, parent, regs, false);
+/// What the routines really call: a [`Callback`] and, in `r8`, the
+/// address of the traced function's return slot (tracers hijack it).
+type Callback5 = unsafe extern "C" fn(usize, usize, *mut RawOps, *mut Regs, *mut usize);
+
+unsafe extern "C" fn list_entry(ip: usize, parent: usize, _: *mut RawOps, regs: *mut Regs, slot: *mut usize) {
+    list(ip, parent, regs, slot, false);
 }
 
-unsafe extern "C" fn list_exit(ip: usize, parent: usize, _: *mut RawOps, regs: *mut Regs) {
-    list(ip, parent, regs, true);
+unsafe extern "C" fn list_exit(ip: usize, parent: usize, _: *mut RawOps, regs: *mut Regs, slot: *mut usize) {
+    list(ip, parent, regs, slot, true);
 }
 
 /// Calls every ops that wants the site of `ip` (the kernel's
 /// `ftrace_ops_list_func`).
-fn list(ip: usize, parent: usize, regs: *mut Regs, exit: bool) {
+fn list(ip: usize, parent: usize, regs: *mut Regs, slot: *mut usize, exit: bool) {
     guarded(|| {
         let mask = index::wanted(ip);
         for id in bits(mask) {
@@ -165,8 +169,11 @@ fn list(ip: usize, parent: usize, regs: *mut Regs, exit: bool) {
             let wants_regs = raw.flags & (FL_SAVE_REGS | FL_IPMODIFY) != 0;
             let regs = if wants_regs { regs } else { std::ptr::null_mut() };
             if let Some(callback) = callback {
+                // SAFETY: as in `list_cb`, every callback may be given the
+                // slot; it was registered for sites this ops wants.
+                let callback = unsafe { std::mem::transmute::<Callback, Callback5>(callback) };
                 // SAFETY: the callback was registered for sites this ops wants.
-                unsafe { callback(ip, parent, ops, regs) };
+                unsafe { callback(ip, parent, ops, regs, slot) };
             }
         }
     });
@@ -175,3 +182,12 @@ fn list(ip: usize, parent: usize, regs: *mut Regs, exit: bool) {
 // The routines read the callbacks at these offsets.
 const _: () = assert!(std::mem::offset_of!(RawOps, entry) == crate::routines::ENTRY_OFFSET);
 const _: () = assert!(std::mem::offset_of!(RawOps, exit) == crate::routines::EXIT_OFFSET);
+
+/// `list_entry` as the routines store it.
+const fn list_cb(f: Callback5) -> Callback {
+    // SAFETY: the SysV ABI passes the fifth argument in r8, which the
+    // routines always set; a four-parameter callback ignores it.
+    unsafe { std::mem::transmute::<Callback5, Callback>(f) }
+}
+const LIST_ENTRY: Callback = list_cb(list_entry);
+const LIST_EXIT: Callback = list_cb(list_exit);

@@ -73,14 +73,16 @@ global_asm!(
     .endr
     .endm
 
-    // rsi = the parent's return address.
+    // rsi = the parent's return address, r8 = where it is on the stack
+    // (the traced function's return slot, which a tracer may hijack).
     .macro FNTRACE_PARENT mcount
     .if \mcount
-    mov rsi, [rbp]
-    mov rsi, [rsi + 8]
+    mov r8, [rbp]
+    add r8, 8
     .else
-    mov rsi, [rbp + 16]
+    lea r8, [rbp + 16]
     .endif
+    mov rsi, [r8]
     .endm
 
     // A routine without the register frame: saves the argument and scratch

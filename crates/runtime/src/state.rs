@@ -30,6 +30,21 @@ pub struct Site {
     pub kind: SiteKind,
     /// The bytes there now.
     pub cur: Code,
+    /// Its function's id (`tracer::fids::NO_FID` if none).
+    pub fid: u32,
+}
+
+/// A function of a loaded module, by function id.
+#[derive(Debug, Clone)]
+pub struct FunctionRecord {
+    /// The module's path.
+    pub module: std::sync::Arc<str>,
+    /// Runtime address.
+    pub address: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Symbol name.
+    pub name: String,
 }
 
 /// A loaded module and what the runtime made for it.
@@ -41,18 +56,21 @@ pub struct ModState {
     pub sites: Vec<Site>,
     /// Words shared with lock-free readers.
     pub words: &'static SiteWords,
+    /// The id of its first function.
+    pub fid_base: u32,
     pools: Vec<Pool>,
     slots: HashMap<(usize, Variant), usize>,
 }
 
 impl ModState {
     /// A module with no pool yet.
-    pub fn new(loaded: Loaded, sites: Vec<Site>) -> ModState {
-        let words = SiteWords::leak(sites.len());
+    pub fn new(loaded: Loaded, sites: Vec<Site>, fid_base: u32) -> ModState {
+        let words = SiteWords::leak(sites.iter().map(|s| s.fid).collect());
         ModState {
             loaded,
             sites,
             words,
+            fid_base,
             pools: Vec::new(),
             slots: HashMap::new(),
         }
@@ -111,6 +129,8 @@ pub struct State {
     pub handles: HashMap<usize, Handle>,
     /// Registered ops by id.
     pub by_id: [Option<&'static RawOps>; MAX_OPS],
+    /// Every function of every module taken in, by function id.
+    pub functions: Vec<FunctionRecord>,
 }
 
 fn regs_of(ops: &RawOps) -> bool {

@@ -222,3 +222,59 @@ pub fn scratch_page() -> usize {
         p as usize
     }
 }
+
+/// Maps `size` bytes of zeroed, private, anonymous memory (async-signal-safe).
+pub fn map_anon(size: usize) -> Option<*mut u8> {
+    // SAFETY: an anonymous private mapping at an address the kernel picks
+    // touches no existing memory.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p as *mut u8)
+}
+
+/// Unmaps memory made by [`map_anon`].
+///
+/// # Safety
+/// Nothing may use the memory any more.
+pub unsafe fn unmap(p: *mut u8, size: usize) {
+    // SAFETY: the caller gives back a whole mapping of ours.
+    unsafe { libc::munmap(p as *mut libc::c_void, size) };
+}
+
+/// The calling thread's id.
+pub fn gettid() -> u32 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds (through the vDSO: no system call).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The time stamp counter.
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    // SAFETY: rdtsc only reads the counter (every x86-64 CPU has it).
+    unsafe { std::arch::x86_64::_rdtsc() }
+}
+
+/// Writes to stderr with one system call (no locks: safe anywhere).
+pub fn write_stderr(msg: &[u8]) {
+    // SAFETY: writes `msg.len()` bytes from a valid slice.
+    unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
+}

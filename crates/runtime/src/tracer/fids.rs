@@ -1,0 +1,159 @@
+//! What the tracer knows per function id, read lock-free on every traced
+//! call: whether the function has exit sites (then its return is not
+//! hijacked), whether it is a `--graph-function`, and its triggers. A new
+//! table is published (and the old one kept) when a library comes in.
+
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use fntrace_core::Role;
+use fntrace_sites::demangle;
+use fntrace_sites::filter::{Filter, Names};
+
+use crate::index;
+use crate::state::State;
+
+/// The function has exit sites: its exits come from them.
+pub const HAS_EXIT: u8 = 1;
+/// A `--graph-function`.
+pub const GRAPH: u8 = 2;
+/// Trigger `trace_on`.
+pub const TRACE_ON: u8 = 4;
+/// Trigger `trace_off`.
+pub const TRACE_OFF: u8 = 8;
+/// Trigger `depth=N`.
+pub const DEPTH: u8 = 16;
+
+/// An id no function has (a site outside any symbol).
+pub const NO_FID: u32 = fntrace_format::event::MAX_FID;
+
+/// The table.
+#[derive(Debug, Default)]
+pub struct Table {
+    /// Flags by function id.
+    pub flags: Vec<u8>,
+    /// `depth=N` by function id.
+    pub depth: Vec<u16>,
+}
+
+static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The flags of `fid` (0 if unknown).
+#[inline]
+pub fn flags(fid: u32) -> u8 {
+    let p = TABLE.load(Ordering::Acquire);
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: published tables are leaked, never freed.
+    let t = unsafe { &*p };
+    t.flags.get(fid as usize).copied().unwrap_or(0)
+}
+
+/// The `depth=N` trigger of `fid`.
+pub fn depth(fid: u32) -> u16 {
+    let p = TABLE.load(Ordering::Acquire);
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: as in `flags`.
+    let t = unsafe { &*p };
+    t.depth.get(fid as usize).copied().unwrap_or(0)
+}
+
+/// The function id of the site whose callback `ip` this is.
+#[inline]
+pub fn of_ip(ip: usize) -> u32 {
+    index::lookup(ip).map_or(NO_FID, |e| e.words.fid[e.site as usize])
+}
+
+/// A trigger parsed from `FUNC@ACTION[,ACTION]`.
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    /// Which functions.
+    pub filter: Filter,
+    /// `TRACE_ON`, `TRACE_OFF`, `DEPTH` bits.
+    pub flags: u8,
+    /// For `depth=N`.
+    pub depth: u16,
+}
+
+/// Parses `FNTRACE_TRIGGERS`.
+pub fn parse_triggers(text: &str) -> Result<Vec<Trigger>, String> {
+    let mut out = Vec::new();
+    for item in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        let (func, actions) = item
+            .split_once('@')
+            .ok_or_else(|| format!("trigger '{item}': expected FUNC@ACTION"))?;
+        let filter = Filter::parse(&[func]).map_err(|e| format!("trigger '{item}': {e}"))?;
+        let mut t = Trigger {
+            filter,
+            flags: 0,
+            depth: 0,
+        };
+        for action in actions.split(',').map(str::trim) {
+            match action {
+                "trace_on" => t.flags |= TRACE_ON,
+                "trace_off" => t.flags |= TRACE_OFF,
+                a if a.starts_with("depth=") => {
+                    t.depth = a[6..]
+                        .parse()
+                        .map_err(|_| format!("trigger '{item}': bad depth '{}'", &a[6..]))?;
+                    t.flags |= DEPTH;
+                }
+                a => return Err(format!("trigger '{item}': unknown action '{a}'")),
+            }
+        }
+        out.push(t);
+    }
+    Ok(out)
+}
+
+/// Rebuilds and publishes the table from the state's modules.
+pub fn publish(state: &State, graph: &Filter, triggers: &[Trigger]) {
+    let n = state.functions.len();
+    let mut table = Table {
+        flags: vec![0; n],
+        depth: vec![0; n],
+    };
+    for (m, module) in state.mods.iter().enumerate() {
+        let Some(module) = module else { continue };
+        let core = state.core.module(m);
+        for site in &module.sites {
+            if site.role == Role::Exit && (site.fid as usize) < n {
+                table.flags[site.fid as usize] |= HAS_EXIT;
+            }
+        }
+        let Some(core) = core else { continue };
+        if graph.is_empty() && triggers.is_empty() {
+            continue;
+        }
+        let first = module.fid_base as usize;
+        for (i, symbol) in core.functions.iter().enumerate() {
+            let fid = first + i;
+            if fid >= n {
+                break;
+            }
+            let demangled = demangle::demangle(symbol);
+            let base = demangle::demangle_without_params(symbol);
+            let names = Names {
+                symbol,
+                demangled: &demangled,
+                base: base.as_deref(),
+                module: &core.name,
+            };
+            if !graph.is_empty() && graph.selects(&names) {
+                table.flags[fid] |= GRAPH;
+            }
+            for t in triggers {
+                if t.filter.selects(&names) {
+                    table.flags[fid] |= t.flags;
+                    if t.flags & DEPTH != 0 {
+                        table.depth[fid] = t.depth;
+                    }
+                }
+            }
+        }
+    }
+    let p = Box::leak(Box::new(table));
+    TABLE.store(p, Ordering::Release);
+}

@@ -1,0 +1,181 @@
+//! The process around the tracer: threads ending (a key destructor hands
+//! their last chunk to the writer), `fork` (the child gets its own
+//! directory, its own writer, and keeps its shadow stack), `exec` (the
+//! buffers are written first; the new program is traced by its own copy of
+//! the runtime), and the flight recorder's signal.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::Ordering;
+use std::sync::{MutexGuard, OnceLock};
+
+use super::session::{self, Session};
+use super::thread::{self, THREADS};
+use super::writer::{self, Files};
+use crate::state::State;
+
+static KEY: OnceLock<libc::pthread_key_t> = OnceLock::new();
+
+type Guards = (
+    MutexGuard<'static, Option<State>>,
+    MutexGuard<'static, Option<Session>>,
+    MutexGuard<'static, Files>,
+);
+
+thread_local! {
+    static FORK_GUARDS: RefCell<Option<Guards>> = const { RefCell::new(None) };
+}
+
+/// The signal that makes the flight recorder write its buffers.
+pub const FLIGHT_SIGNAL: c_int = libc::SIGUSR2;
+
+/// Sets up the key destructor, the fork handlers and the flight signal.
+pub fn install(flight: bool) {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `thread_end` is a plain function that stays loaded.
+    if unsafe { libc::pthread_key_create(&mut key, Some(thread_end)) } == 0 {
+        let _ = KEY.set(key);
+    }
+    // SAFETY: the handlers are plain functions that stay loaded.
+    unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+    if flight {
+        // SAFETY: a zeroed sigaction with a handler that only stores a flag.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_flight_signal as *const () as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(FLIGHT_SIGNAL, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+extern "C" fn on_flight_signal(_: c_int) {
+    writer::DUMP.store(true, Ordering::Relaxed);
+}
+
+/// A thread's first traced call: its key makes the destructor run.
+pub fn on_thread_start() {
+    if let Some(&key) = KEY.get() {
+        // SAFETY: a key we created; the value only needs to be non-null.
+        unsafe { libc::pthread_setspecific(key, std::ptr::dangling::<c_void>()) };
+    }
+}
+
+unsafe extern "C" fn thread_end(_: *mut c_void) {
+    let t = thread::current_raw();
+    if !t.is_null() {
+        // SAFETY: this thread's own state, not in use (the thread is ending).
+        unsafe { (*t).end() };
+    }
+}
+
+extern "C" fn prepare() {
+    let state = crate::api::lock();
+    let session = session::lock();
+    let files = writer::files();
+    FORK_GUARDS.with(|g| *g.borrow_mut() = Some((state, session, files)));
+}
+
+extern "C" fn parent() {
+    FORK_GUARDS.with(|g| drop(g.borrow_mut().take()));
+}
+
+extern "C" fn child() {
+    let _errno = crate::sys::ErrnoGuard::new();
+    crate::no_unwind("fork", || {
+        let Some((state, mut session, mut files)) = FORK_GUARDS.with(|g| g.borrow_mut().take()) else {
+            return;
+        };
+        // Only this thread lives on; its buffered events are the parent's.
+        let me = thread::current_raw();
+        if !me.is_null() {
+            // SAFETY: this thread's own state.
+            unsafe {
+                (*me).next = std::ptr::null_mut();
+                (*me).tid = crate::sys::gettid();
+                (*me).reset_buffers();
+            }
+        }
+        THREADS.store(me, Ordering::Release);
+        let old = session.as_ref().map(|s| (s.root.clone(), s.name.clone()));
+        if let Some((root, name)) = old {
+            let tracer = match super::config().kind {
+                super::Tracer::Function => "function",
+                super::Tracer::Graph => "function_graph",
+                super::Tracer::Profile => "profile",
+            };
+            match session::open(&root, tracer, Some(name)) {
+                Ok(mut s) => {
+                    if let Some(state) = state.as_ref() {
+                        s.take_modules(state);
+                    }
+                    writer::reset_in_child(&mut files, s.dir.clone());
+                    *session = Some(s);
+                }
+                Err(e) => {
+                    eprintln!("fntrace: the forked child cannot write its trace: {e}");
+                    thread::FINISHED.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        drop(files);
+        drop(session);
+        drop(state);
+        writer::start();
+    });
+}
+
+type ExecFn = unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+type ExecvFn = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
+
+fn real(name: &[u8]) -> usize {
+    // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr() as *const c_char) as usize }
+}
+
+/// Writes the buffers before the process image goes away.
+fn before_exec() {
+    let _errno = crate::sys::ErrnoGuard::new();
+    crate::no_unwind("exec", || {
+        if super::CONFIG.get().is_some() && !thread::FINISHED.load(Ordering::Relaxed) {
+            super::flush_all(true);
+        }
+    });
+}
+
+/// The exec failed: go on tracing.
+fn after_failed_exec() {
+    let _errno = crate::sys::ErrnoGuard::new();
+    if super::CONFIG.get().is_some() {
+        thread::FINISHED.store(false, Ordering::Release);
+        writer::start();
+    }
+}
+
+macro_rules! exec_wrapper {
+    ($name:ident, $ty:ty, ($($arg:ident: $argty:ty),*)) => {
+        #[doc = concat!("`", stringify!($name), "`, after writing the trace buffers.")]
+        ///
+        /// # Safety
+        /// As the C library's.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $argty),*) -> c_int {
+            let f = real(concat!(stringify!($name), "\0").as_bytes());
+            if f == 0 {
+                crate::sys::set_errno(libc::ENOSYS);
+                return -1;
+            }
+            before_exec();
+            // SAFETY: the C library's function of this type, called as given.
+            let r = unsafe { std::mem::transmute::<usize, $ty>(f)($($arg),*) };
+            after_failed_exec();
+            r
+        }
+    };
+}
+
+exec_wrapper!(execve, ExecFn, (path: *const c_char, argv: *const *const c_char, envp: *const *const c_char));
+exec_wrapper!(execvpe, ExecFn, (file: *const c_char, argv: *const *const c_char, envp: *const *const c_char));
+exec_wrapper!(execv, ExecvFn, (path: *const c_char, argv: *const *const c_char));
+exec_wrapper!(execvp, ExecvFn, (file: *const c_char, argv: *const *const c_char));

@@ -1,0 +1,191 @@
+//! The process's directory in the data directory (`p<PID>`, or
+//! `p<PID>.N` for the N-th program `exec`ed in the same process): its
+//! `process.json` (rewritten through a temporary file, so a reader never
+//! sees half of it) and its `functions.tsv` (appended as libraries come).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use fntrace_format::layout;
+use fntrace_format::meta::{Clock, FunctionEntry, ModuleInfo, ProcessInfo};
+
+use super::clock;
+use crate::state::State;
+
+/// An open process directory.
+pub struct Session {
+    /// The data directory.
+    pub root: PathBuf,
+    /// This process's directory.
+    pub dir: PathBuf,
+    /// Its name (`p123`).
+    pub name: String,
+    info: ProcessInfo,
+    functions: Option<File>,
+    written: usize,
+}
+
+/// The session (locked after the state's lock, before the writer's).
+pub static SESSION: Mutex<Option<Session>> = Mutex::new(None);
+
+/// Locks the session.
+pub fn lock() -> MutexGuard<'static, Option<Session>> {
+    SESSION.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn argv() -> Vec<String> {
+    std::fs::read("/proc/self/cmdline")
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Makes the first free process directory under `root`.
+pub fn open(root: &Path, tracer: &str, parent: Option<String>) -> io::Result<Session> {
+    let pid = std::process::id();
+    let mut image = 0;
+    let (dir, name) = loop {
+        let name = layout::process_dir(pid, image);
+        let dir = root.join(&name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => break (dir, name),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && image < 1000 => image += 1,
+            Err(e) => return Err(e),
+        }
+    };
+    let (tick, mono) = clock::point();
+    let functions = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(layout::FUNCTIONS))?;
+    let info = ProcessInfo {
+        version: 1,
+        pid,
+        // SAFETY: getppid cannot fail.
+        ppid: unsafe { libc::getppid() } as u32,
+        parent,
+        exe: std::fs::read_link("/proc/self/exe")
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        argv: argv(),
+        tracer: tracer.to_string(),
+        start_unix_ns: unix_ns(),
+        clock: Clock {
+            source: clock::source().to_string(),
+            tick0: tick,
+            mono0_ns: mono,
+            tick1: tick,
+            mono1_ns: mono,
+            tsc_hz: None,
+        },
+        sites: 0,
+        patched: 0,
+        instrumentation: Default::default(),
+        modules: Vec::new(),
+        lost: 0,
+        ended: false,
+    };
+    let session = Session {
+        root: root.to_path_buf(),
+        dir,
+        name,
+        info,
+        functions: Some(functions),
+        written: 0,
+    };
+    session.write_info()?;
+    Ok(session)
+}
+
+impl Session {
+    fn write_info(&self) -> io::Result<()> {
+        let text = serde_json::to_string_pretty(&self.info).map_err(io::Error::other)?;
+        let tmp = self.dir.join(".process.json.tmp");
+        std::fs::write(&tmp, text + "\n")?;
+        std::fs::rename(&tmp, self.dir.join(layout::PROCESS))
+    }
+
+    /// Appends the functions not yet written and updates the site counts.
+    pub fn take_modules(&mut self, state: &State) {
+        let mut text = String::new();
+        for (fid, f) in state.functions.iter().enumerate().skip(self.written) {
+            text.push_str(
+                &FunctionEntry {
+                    fid: fid as u32,
+                    module: f.module.to_string(),
+                    address: f.address,
+                    size: f.size,
+                    name: f.name.clone(),
+                }
+                .to_line(),
+            );
+        }
+        self.written = state.functions.len();
+        if let Some(file) = self.functions.as_mut() {
+            let _ = file.write_all(text.as_bytes());
+        }
+        let mut kinds = std::collections::BTreeMap::new();
+        let mut modules = Vec::new();
+        let mut patched = 0u64;
+        for (m, module) in state.mods.iter().enumerate() {
+            let Some(module) = module else { continue };
+            for site in &module.sites {
+                *kinds.entry(site.kind.as_str().to_string()).or_insert(0u64) += 1;
+            }
+            if let Some(core) = state.core.module(m) {
+                patched += core
+                    .sites
+                    .iter()
+                    .filter(|s| s.in_effect != fntrace_core::Target::Nop)
+                    .count() as u64;
+            }
+            modules.push(ModuleInfo {
+                path: module.loaded.path.clone(),
+                bias: module.loaded.bias as u64,
+                sites: module.sites.len() as u64,
+            });
+        }
+        self.info.sites = state.stats.sites as u64;
+        self.info.patched = patched;
+        self.info.instrumentation = kinds;
+        self.info.modules = modules;
+        let _ = self.write_info();
+    }
+
+    /// Refreshes the clock's second point, the lost count and the end mark.
+    pub fn refresh(&mut self, ended: bool) {
+        let (tick, mono) = clock::point();
+        self.info.clock.tick1 = tick;
+        self.info.clock.mono1_ns = mono;
+        self.info.lost = super::thread::all()
+            .map(|t| t.lost_total.load(std::sync::atomic::Ordering::Relaxed))
+            .sum();
+        self.info.ended = ended;
+        let _ = self.write_info();
+    }
+
+    /// The calibration so far: ticks per nanosecond.
+    pub fn ticks_per_ns(&self) -> f64 {
+        let c = &self.info.clock;
+        clock::ticks_per_ns((c.tick0, c.mono0_ns), (c.tick1, c.mono1_ns))
+    }
+}
+
+/// Refreshes `process.json` (the writer does it every second).
+pub fn refresh(ended: bool) {
+    if let Some(s) = lock().as_mut() {
+        s.refresh(ended);
+    }
+}

@@ -1,0 +1,407 @@
+//! A traced thread's own state: its event buffer (a ring of chunks the
+//! writer empties), its shadow stack of hijacked returns, and its profile
+//! table. Made on the thread's first traced call, in memory from `mmap`
+//! (safe in a signal handler), found through one thread-local pointer.
+//!
+//! Only the owning thread writes events and frames; the writer thread takes
+//! chunks the owner marked full (`FULL` → `WRITING` → `FREE`), and at the end
+//! reads the prefix of the chunk being filled (its `len` is published after
+//! each event). Nothing on the recording path locks or makes a system call.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+use fntrace_format::event::{self, Kind, MAX_DELTA};
+
+use super::profile::Cell as ProfileCell;
+use crate::sys;
+
+/// Chunk states.
+pub const FREE: u32 = 0;
+/// Being filled by its thread.
+pub const FILLING: u32 = 1;
+/// Full, waiting for the writer.
+pub const FULL: u32 = 2;
+/// Being written out.
+pub const WRITING: u32 = 3;
+
+/// Chunks per thread.
+pub const NCHUNKS: usize = 16;
+/// Frames in the shadow stack: deeper calls are not traced (counted).
+pub const SHADOW: usize = 4096;
+
+/// Frame flags.
+pub const F_HIJACKED: u32 = 1;
+/// The return address was put back (an exception or `pthread_exit` is
+/// unwinding): the frame ends without passing the return trampoline.
+pub const F_RESTORED: u32 = 2;
+/// The frame is a `--graph-function` frame.
+pub const F_GRAPH: u32 = 4;
+/// The frame set a new depth limit (trigger `depth=N`).
+pub const F_DEPTH: u32 = 8;
+
+/// One part of a thread's buffer.
+#[repr(C)]
+pub struct Chunk {
+    /// `FREE`, `FILLING`, `FULL` or `WRITING`.
+    pub state: AtomicU32,
+    /// Bytes of events written (published after each event).
+    pub len: AtomicU32,
+    /// Sequence number in the thread.
+    pub seq: AtomicU32,
+    /// Events dropped just before it.
+    pub lost: AtomicU32,
+    /// Chunk flags (`fntrace_format::chunk::FLAG_*`).
+    pub flags: AtomicU32,
+    /// Tick its first delta counts from.
+    pub start: AtomicU64,
+    /// Its events.
+    pub data: *mut u64,
+}
+
+/// One traced call in progress.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C)]
+pub struct Frame {
+    /// The stack slot of the function's return address.
+    pub slot: usize,
+    /// The real return address, if hijacked.
+    pub orig: usize,
+    /// Tick at entry.
+    pub start: u64,
+    /// Ticks spent in traced children (profiler).
+    pub children: u64,
+    /// The function.
+    pub fid: u32,
+    /// `F_*`.
+    pub flags: u32,
+    /// The depth limit before this frame changed it.
+    pub saved_max: u32,
+}
+
+/// A traced thread.
+#[repr(C)]
+pub struct Thread {
+    /// Its id.
+    pub tid: u32,
+    /// Inside the tracer (a signal handler's calls are then not traced).
+    pub busy: bool,
+    /// The thread has ended (its key destructor ran).
+    pub dead: AtomicBool,
+    /// Everything it recorded was written and its memory may go.
+    pub drained: AtomicBool,
+    /// Words per chunk.
+    pub cap: usize,
+    /// Words used in the current chunk.
+    pub cur: usize,
+    /// The current chunk, or `usize::MAX` while dropping.
+    pub chunk: usize,
+    /// The chunk to try next while dropping.
+    pub next_chunk: usize,
+    /// The next chunk's sequence number.
+    pub seq: u32,
+    /// Tick of the last event.
+    pub last: u64,
+    /// Events dropped since the last chunk started.
+    pub dropped: u64,
+    /// Events dropped in total.
+    pub lost_total: AtomicU64,
+    /// Keep the oldest chunks? No: overwrite them (flight recorder).
+    pub flight: bool,
+    /// The chunks.
+    pub chunks: [Chunk; NCHUNKS],
+    /// Frames in use.
+    pub depth: usize,
+    /// Recorded frames (for `--depth`).
+    pub recorded: u32,
+    /// Deepest recorded nesting allowed.
+    pub max_depth: u32,
+    /// Open `--graph-function` frames.
+    pub inside: u32,
+    /// Calls not traced because the shadow stack was full.
+    pub overflow: u64,
+    /// The shadow stack.
+    pub frames: *mut Frame,
+    /// The profile table (one cell per function id).
+    pub profile: AtomicPtr<ProfileCell>,
+    /// Its length.
+    pub profile_len: AtomicU64,
+    /// The next thread in the registry.
+    pub next: *mut Thread,
+    /// The mapping holding frames and chunk data.
+    pub data: *mut u8,
+    /// Its size.
+    pub data_len: usize,
+}
+
+thread_local! {
+    static CURRENT: Cell<*mut Thread> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// Every thread that ever traced, newest first (never unlinked).
+pub static THREADS: AtomicPtr<Thread> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The buffer geometry, set at start.
+pub static CHUNK_BYTES: AtomicU64 = AtomicU64::new(256 * 1024);
+/// Flight-recorder mode.
+pub static FLIGHT: AtomicBool = AtomicBool::new(false);
+/// Set after the final flush: nothing more is recorded.
+pub static FINISHED: AtomicBool = AtomicBool::new(false);
+
+/// This thread's state, if it has one.
+pub fn current_raw() -> *mut Thread {
+    CURRENT.with(|c| c.get())
+}
+
+/// Enters the tracer on this thread: its state (made on first use), marked
+/// busy, or `None` if the thread is already inside the tracer, has ended,
+/// or tracing has finished.
+pub fn enter() -> Option<&'static mut Thread> {
+    let mut p = current_raw();
+    if p.is_null() {
+        if FINISHED.load(Ordering::Relaxed) {
+            return None;
+        }
+        p = create()?;
+    }
+    // SAFETY: `p` is this thread's state, only ever used by this thread
+    // (the writer touches only atomics and full chunks); `busy` keeps a
+    // signal handler from using it while we do.
+    let t = unsafe { &mut *p };
+    if t.busy || t.dead.load(Ordering::Relaxed) {
+        if t.busy {
+            crate::ops::RECURSIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        return None;
+    }
+    t.busy = true;
+    Some(t)
+}
+
+/// The state for the return trampoline: it must be found even while busy.
+pub fn for_return() -> Option<&'static mut Thread> {
+    let p = current_raw();
+    // SAFETY: as in `enter`; the return path runs only when a traced frame
+    // returns, never inside the tracer's own code.
+    (!p.is_null()).then(|| unsafe { &mut *p })
+}
+
+impl Thread {
+    /// Leaves the tracer.
+    #[inline]
+    pub fn leave(&mut self) {
+        self.busy = false;
+    }
+
+    /// The frame `i` (0 = outermost).
+    #[inline]
+    pub fn frame(&mut self, i: usize) -> &mut Frame {
+        debug_assert!(i < SHADOW);
+        // SAFETY: `frames` holds SHADOW frames; callers keep `i` below depth.
+        unsafe { &mut *self.frames.add(i) }
+    }
+
+    /// The innermost frame.
+    #[inline]
+    pub fn top(&mut self) -> Option<Frame> {
+        if self.depth == 0 {
+            None
+        } else {
+            Some(*self.frame(self.depth - 1))
+        }
+    }
+
+    /// Writes one event (and its payload word) at tick `now`.
+    #[inline]
+    pub fn emit(&mut self, kind: Kind, fid: u32, now: u64, payload: Option<u64>) {
+        if FINISHED.load(Ordering::Relaxed) {
+            return;
+        }
+        let need = 3 + payload.is_some() as usize;
+        if (self.chunk == usize::MAX || self.cur + need > self.cap) && !self.switch() {
+            self.dropped += 1;
+            self.lost_total.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut delta = now.wrapping_sub(self.last);
+        let mut at = now;
+        if delta > MAX_DELTA {
+            if (delta as i64) < 0 {
+                // Another core's counter is behind: never go back in time.
+                delta = 0;
+                at = self.last;
+            } else {
+                self.push(event::encode(Kind::Time, 0, 0));
+                self.push(now);
+                delta = 0;
+            }
+        }
+        self.push(event::encode(kind, fid, delta));
+        if let Some(p) = payload {
+            self.push(p);
+        }
+        self.last = at;
+        let chunk = &self.chunks[self.chunk];
+        chunk.len.store((self.cur * 8) as u32, Ordering::Release);
+    }
+
+    #[inline]
+    fn push(&mut self, word: u64) {
+        let data = self.chunks[self.chunk].data;
+        // SAFETY: `emit` checked that `cur + need <= cap` words fit.
+        unsafe { data.add(self.cur).write(word) };
+        self.cur += 1;
+    }
+
+    /// Closes the current chunk and takes the next one, if it is free
+    /// (the flight recorder takes it even if full: it keeps the newest).
+    pub fn switch(&mut self) -> bool {
+        if self.chunk != usize::MAX {
+            let c = &self.chunks[self.chunk];
+            c.len.store((self.cur * 8) as u32, Ordering::Release);
+            c.state.store(FULL, Ordering::Release);
+            self.next_chunk = (self.chunk + 1) % NCHUNKS;
+            self.chunk = usize::MAX;
+            super::writer::wake();
+        }
+        let next = self.next_chunk;
+        let c = &self.chunks[next];
+        let took = c
+            .state
+            .compare_exchange(FREE, FILLING, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            || (self.flight
+                && c.state
+                    .compare_exchange(FULL, FILLING, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok());
+        if !took {
+            return false;
+        }
+        c.seq.store(self.seq, Ordering::Relaxed);
+        c.lost
+            .store(self.dropped.min(u32::MAX as u64) as u32, Ordering::Relaxed);
+        let flags = if self.flight {
+            fntrace_format::chunk::FLAG_FLIGHT
+        } else {
+            0
+        };
+        c.flags.store(flags as u32, Ordering::Relaxed);
+        c.start.store(self.last, Ordering::Relaxed);
+        c.len.store(0, Ordering::Release);
+        self.seq += 1;
+        self.dropped = 0;
+        self.chunk = next;
+        self.cur = 0;
+        true
+    }
+
+    /// Ends the thread's recording: its last chunk is handed to the writer.
+    pub fn end(&mut self) {
+        if self.chunk != usize::MAX {
+            let c = &self.chunks[self.chunk];
+            c.flags
+                .fetch_or(fntrace_format::chunk::FLAG_LAST as u32, Ordering::Relaxed);
+            c.len.store((self.cur * 8) as u32, Ordering::Release);
+            c.state.store(FULL, Ordering::Release);
+            self.chunk = usize::MAX;
+        }
+        self.dead.store(true, Ordering::Release);
+        super::writer::wake();
+    }
+
+    /// Throws away everything buffered (a forked child: the parent writes it).
+    pub fn reset_buffers(&mut self) {
+        for c in &self.chunks {
+            c.state.store(FREE, Ordering::Relaxed);
+            c.len.store(0, Ordering::Relaxed);
+        }
+        self.chunk = usize::MAX;
+        self.next_chunk = 0;
+        self.seq = 0;
+        self.dropped = 0;
+        self.cur = 0;
+        self.lost_total.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Makes this thread's state and registers it.
+fn create() -> Option<*mut Thread> {
+    let _errno = sys::ErrnoGuard::new();
+    let page = sys::page_size();
+    let chunk_bytes = CHUNK_BYTES.load(Ordering::Relaxed) as usize;
+    let head = std::mem::size_of::<Thread>().next_multiple_of(page);
+    let frames = (SHADOW * std::mem::size_of::<Frame>()).next_multiple_of(page);
+    let data_len = frames + NCHUNKS * chunk_bytes;
+    let head_mem = sys::map_anon(head)? as *mut Thread;
+    let Some(data) = sys::map_anon(data_len) else {
+        // SAFETY: just mapped, unused.
+        unsafe { sys::unmap(head_mem as *mut u8, head) };
+        return None;
+    };
+    let chunks = std::array::from_fn(|i| Chunk {
+        state: AtomicU32::new(FREE),
+        len: AtomicU32::new(0),
+        seq: AtomicU32::new(0),
+        lost: AtomicU32::new(0),
+        flags: AtomicU32::new(0),
+        start: AtomicU64::new(0),
+        // SAFETY: inside the data mapping.
+        data: unsafe { data.add(frames + i * chunk_bytes) } as *mut u64,
+    });
+    let now = super::clock::now();
+    let t = Thread {
+        tid: sys::gettid(),
+        busy: false,
+        dead: AtomicBool::new(false),
+        drained: AtomicBool::new(false),
+        cap: chunk_bytes / 8,
+        cur: 0,
+        chunk: usize::MAX,
+        next_chunk: 0,
+        seq: 0,
+        last: now,
+        dropped: 0,
+        lost_total: AtomicU64::new(0),
+        flight: FLIGHT.load(Ordering::Relaxed),
+        chunks,
+        depth: 0,
+        recorded: 0,
+        max_depth: super::config().max_depth,
+        inside: 0,
+        overflow: 0,
+        frames: data as *mut Frame,
+        profile: AtomicPtr::new(std::ptr::null_mut()),
+        profile_len: AtomicU64::new(0),
+        next: std::ptr::null_mut(),
+        data,
+        data_len,
+    };
+    // SAFETY: `head_mem` is a fresh mapping large enough for a Thread.
+    unsafe { head_mem.write(t) };
+    let mut head_ptr = THREADS.load(Ordering::Acquire);
+    loop {
+        // SAFETY: not yet published: ours alone.
+        unsafe { (*head_mem).next = head_ptr };
+        match THREADS.compare_exchange_weak(head_ptr, head_mem, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => break,
+            Err(h) => head_ptr = h,
+        }
+    }
+    CURRENT.with(|c| c.set(head_mem));
+    super::on_thread_start();
+    Some(head_mem)
+}
+
+/// Every registered thread.
+pub fn all() -> impl Iterator<Item = &'static Thread> {
+    let mut p = THREADS.load(Ordering::Acquire);
+    std::iter::from_fn(move || {
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: registered threads' heads are never unmapped.
+        let t = unsafe { &*p };
+        p = t.next;
+        Some(t)
+    })
+}

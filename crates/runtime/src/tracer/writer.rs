@@ -1,0 +1,230 @@
+//! The writer: a thread of the runtime that moves full chunks from every
+//! traced thread's buffer to `t<TID>.events`, so the program never waits
+//! for the disk. If it falls behind, threads drop events and count them
+//! (the next chunk's header says how many). At exit, `exec` or a flight-
+//! recorder signal, `flush(true)` also writes the chunks being filled.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, LazyLock, Mutex, MutexGuard};
+use std::time::Duration;
+
+use fntrace_format::chunk::ChunkHeader;
+use fntrace_format::event::{self, Kind};
+use fntrace_format::layout;
+
+use super::thread::{self, Thread, FILLING, FREE, FULL, NCHUNKS, WRITING};
+
+/// The writer's files.
+#[derive(Default)]
+pub struct Files {
+    /// The process directory.
+    pub dir: Option<PathBuf>,
+    files: HashMap<u32, File>,
+    /// Per thread: the chunk being filled and how much of it was written.
+    partial: HashMap<u32, (u32, u32)>,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
+/// The writer's lock (taken around `fork`).
+pub static FILES: LazyLock<Mutex<Files>> = LazyLock::new(Default::default);
+
+static WAKE: Condvar = Condvar::new();
+static WAKE_LOCK: Mutex<()> = Mutex::new(());
+static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by the flight recorder's signal: write the buffers now.
+pub static DUMP: AtomicBool = AtomicBool::new(false);
+
+/// Locks the files.
+pub fn files() -> MutexGuard<'static, Files> {
+    FILES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Tells the writer a chunk is full.
+pub fn wake() {
+    let _errno = crate::sys::ErrnoGuard::new();
+    WAKE.notify_one();
+}
+
+/// Starts the writer thread.
+pub fn start() {
+    STOP.store(false, Ordering::Relaxed);
+    let spawned = std::thread::Builder::new()
+        .name("fntrace-writer".into())
+        .spawn(|| {
+            crate::no_unwind("the writer", run);
+        });
+    if let Err(e) = spawned {
+        eprintln!("fntrace: cannot start the writer thread: {e}; events are written at exit");
+    }
+}
+
+fn run() {
+    let mut ticks = 0u32;
+    loop {
+        {
+            let guard = WAKE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = WAKE.wait_timeout(guard, Duration::from_millis(10));
+        }
+        if STOP.load(Ordering::Relaxed) || thread::FINISHED.load(Ordering::Relaxed) {
+            return;
+        }
+        let flight = thread::FLIGHT.load(Ordering::Relaxed);
+        if !flight {
+            flush(false);
+        } else if DUMP.swap(false, Ordering::Relaxed) {
+            flush(true);
+        }
+        ticks += 1;
+        if ticks.is_multiple_of(100) {
+            super::session::refresh(false);
+        }
+    }
+}
+
+/// Writes every full chunk, and with `partial` the filled part of the
+/// chunks being filled too.
+pub fn flush(partial: bool) {
+    let mut files = files();
+    for t in thread::all() {
+        if t.drained.load(Ordering::Acquire) {
+            continue;
+        }
+        flush_thread(&mut files, t, partial);
+    }
+}
+
+fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
+    let mut full: Vec<usize> = (0..NCHUNKS)
+        .filter(|&i| t.chunks[i].state.load(Ordering::Acquire) == FULL)
+        .collect();
+    full.sort_by_key(|&i| t.chunks[i].seq.load(Ordering::Relaxed));
+    for i in full {
+        let c = &t.chunks[i];
+        if c.state
+            .compare_exchange(FULL, WRITING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            continue;
+        }
+        let seq = c.seq.load(Ordering::Relaxed);
+        let skip = match files.partial.get(&t.tid) {
+            Some(&(s, written)) if s == seq => written,
+            _ => 0,
+        };
+        write_chunk(files, t, i, skip);
+        if skip > 0 {
+            files.partial.remove(&t.tid);
+        }
+        c.state.store(FREE, Ordering::Release);
+    }
+    if partial {
+        for i in 0..NCHUNKS {
+            let c = &t.chunks[i];
+            if c.state.load(Ordering::Acquire) != FILLING {
+                continue;
+            }
+            let seq = c.seq.load(Ordering::Relaxed);
+            let skip = match files.partial.get(&t.tid) {
+                Some(&(s, written)) if s == seq => written,
+                _ => 0,
+            };
+            let len = write_chunk(files, t, i, skip);
+            files.partial.insert(t.tid, (seq, len));
+        }
+    }
+    if t.dead.load(Ordering::Acquire) && t.chunks.iter().all(|c| c.state.load(Ordering::Acquire) == FREE) {
+        t.drained.store(true, Ordering::Release);
+        if let Some(f) = files.files.remove(&t.tid) {
+            drop(f);
+        }
+    }
+}
+
+/// Writes chunk `i` of `t` from byte `skip` of its events; returns its length.
+fn write_chunk(files: &mut Files, t: &Thread, i: usize, skip: u32) -> u32 {
+    let c = &t.chunks[i];
+    let len = c.len.load(Ordering::Acquire) & !7;
+    if len <= skip {
+        return len;
+    }
+    // SAFETY: the first `len` bytes of the chunk are written events the
+    // owner no longer changes (it only appends past `len`).
+    let data = unsafe { std::slice::from_raw_parts(c.data as *const u8, len as usize) };
+    let mut start = c.start.load(Ordering::Relaxed);
+    if skip > 0 {
+        start = tick_after(start, &data[..skip as usize]);
+    }
+    let header = ChunkHeader {
+        flags: c.flags.load(Ordering::Relaxed) as u16,
+        tid: t.tid,
+        seq: c.seq.load(Ordering::Relaxed),
+        len: len - skip,
+        lost: if skip > 0 {
+            0
+        } else {
+            c.lost.load(Ordering::Relaxed)
+        },
+        start,
+    };
+    let Some(dir) = files.dir.clone() else { return len };
+    let file = match files.files.entry(t.tid) {
+        std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+        std::collections::hash_map::Entry::Vacant(v) => {
+            let path = dir.join(layout::thread_file(t.tid));
+            match OpenOptions::new().create(true).append(true).open(&path) {
+                Ok(f) => v.insert(f),
+                Err(_) => return len,
+            }
+        }
+    };
+    let mut buf = Vec::with_capacity(header_len() + data.len());
+    buf.extend_from_slice(&header.encode());
+    buf.extend_from_slice(&data[skip as usize..]);
+    if file.write_all(&buf).is_ok() {
+        files.bytes += buf.len() as u64;
+    }
+    len
+}
+
+fn header_len() -> usize {
+    fntrace_format::chunk::HEADER_LEN
+}
+
+/// The tick of the last event in `data`, from the chunk's `start`.
+fn tick_after(start: u64, data: &[u8]) -> u64 {
+    let mut tick = start;
+    let mut words = data
+        .chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")));
+    while let Some(w) = words.next() {
+        let (kind, _, delta) = event::decode(w);
+        if kind == Kind::Time {
+            tick = words.next().unwrap_or(tick);
+            continue;
+        }
+        tick = tick.wrapping_add(delta);
+        if kind.has_payload() {
+            words.next();
+        }
+    }
+    tick
+}
+
+/// Stops the writer thread (it ends at its next wake-up).
+pub fn stop() {
+    STOP.store(true, Ordering::Relaxed);
+    WAKE.notify_one();
+}
+
+/// In a forked child: the parent's files and partial marks are not ours.
+pub fn reset_in_child(files: &mut Files, dir: PathBuf) {
+    files.files.clear();
+    files.partial.clear();
+    files.bytes = 0;
+    files.dir = Some(dir);
+}
