@@ -60,6 +60,8 @@ pub struct ModState {
     pub fid_base: u32,
     pools: Vec<Pool>,
     slots: HashMap<(usize, Variant), usize>,
+    /// Per-site slots of the tracer's fast path, by site index (kept).
+    site_slots: HashMap<usize, usize>,
 }
 
 impl ModState {
@@ -73,6 +75,7 @@ impl ModState {
             fid_base,
             pools: Vec::new(),
             slots: HashMap::new(),
+            site_slots: HashMap::new(),
         }
     }
 }
@@ -180,6 +183,29 @@ impl State {
         Ok(slot)
     }
 
+    /// The slot of site `i` of module `m` with its own data word: the
+    /// tracer's fast path reads the function id from it.
+    fn site_slot(&mut self, m: usize, i: usize, data: usize, target: usize) -> Result<usize, String> {
+        let layout = &self.layout;
+        let module = self.mods[m].as_mut().ok_or("module gone")?;
+        if let Some(&slot) = module.site_slots.get(&i) {
+            return Ok(slot);
+        }
+        let mut slot = module
+            .pools
+            .iter_mut()
+            .find_map(|p| p.alloc(layout, data, target));
+        if slot.is_none() {
+            let (lo, hi) = module.loaded.code_span().ok_or("module without code")?;
+            let mut pool = Pool::near(lo, hi).map_err(|e| e.to_string())?;
+            slot = pool.alloc(layout, data, target);
+            module.pools.push(pool);
+        }
+        let slot = slot.ok_or("cannot write a trampoline slot")?;
+        module.site_slots.insert(i, slot);
+        Ok(slot)
+    }
+
     /// Gives back every slot of `ops`.
     pub fn release_slots(&mut self, ops: &'static RawOps) {
         let ptr = ops as *const RawOps as usize;
@@ -211,6 +237,10 @@ impl State {
             let target = match change.to {
                 Target::Nop => Ok(None),
                 Target::Ops(id) => match self.by_id[id as usize] {
+                    Some(ops) if crate::tracer::fast_slot(ops, &site).is_some() => {
+                        let (data, target) = crate::tracer::fast_slot(ops, &site).expect("checked");
+                        self.site_slot(change.module, change.site, data, target).map(Some)
+                    }
                     Some(ops) => {
                         let variant = Variant {
                             role: site.role,

@@ -18,6 +18,7 @@ use std::ffi::c_char;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::graph;
+use super::thread::{off, SHADOW};
 
 /// Whether to save whole `ymm` registers (read by the trampoline).
 static FNTRACE_HAS_AVX: AtomicBool = AtomicBool::new(false);
@@ -36,9 +37,55 @@ pub fn setup() {
     FNTRACE_HAS_AVX.store(std::arch::is_x86_feature_detected!("avx"), Ordering::Relaxed);
 }
 
-/// The return trampoline.
+/// The return trampoline (the address written into hijacked slots).
 pub fn return_trampoline() -> usize {
     fntrace_return_to_handler as *const () as usize
+}
+
+/// The fast entry routine (per-site slots).
+pub fn fast_entry() -> usize {
+    fntrace_fast_entry as *const () as usize
+}
+
+/// Where the fast entry path goes when it cannot record: the tracer's ops
+/// and the generic entry routine.
+static FALLBACK_OPS: AtomicUsize = AtomicUsize::new(0);
+static FALLBACK_ROUTINE: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the fast entry path's fallback.
+pub fn set_fallback(ops: usize, routine: usize) {
+    FALLBACK_OPS.store(ops, Ordering::Relaxed);
+    FALLBACK_ROUTINE.store(routine, Ordering::Release);
+}
+
+/// This thread's tracer state (the initial-exec TLS word the fast paths read).
+#[inline(always)]
+pub fn tls_get() -> usize {
+    let p: usize;
+    // SAFETY: reads this thread's TLS word `fntrace_tls_thread`.
+    unsafe {
+        std::arch::asm!(
+            "mov {p}, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]",
+            "mov {p}, qword ptr fs:[{p}]",
+            p = out(reg) p,
+            options(nostack, readonly, preserves_flags),
+        );
+    }
+    p
+}
+
+/// Sets this thread's tracer state.
+pub fn tls_set(v: usize) {
+    // SAFETY: writes this thread's TLS word `fntrace_tls_thread`.
+    unsafe {
+        std::arch::asm!(
+            "mov {t}, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]",
+            "mov qword ptr fs:[{t}], {v}",
+            t = out(reg) _,
+            v = in(reg) v,
+            options(nostack, preserves_flags),
+        );
+    }
 }
 
 /// Puts the return addresses back, and gives the real function `which`.
@@ -60,10 +107,107 @@ extern "C" fn prepare_unwind(which: usize, sp: usize) -> usize {
 
 extern "C" {
     fn fntrace_return_to_handler();
+    fn fntrace_fast_entry();
 }
 
 global_asm!(
     r#"
+    // This thread's `Thread` (initial-exec TLS: one load through fs).
+    .section .tbss,"awT",@nobits
+    .p2align 3
+    .globl fntrace_tls_thread
+    .hidden fntrace_tls_thread
+    .type fntrace_tls_thread, @object
+    .size fntrace_tls_thread, 8
+fntrace_tls_thread:
+    .zero 8
+
+    // The fast entry path (function_graph, entry sites): r11 is the site
+    // slot's data word, the ENTRY event word of the function; [rsp] the
+    // return into the function, [rsp + 8] the function's return address.
+    // Records the event, pushes the frame and hijacks the return, saving
+    // only what it uses. Anything unusual (no thread state yet, busy, a
+    // chunk full, a frame gone or a tail call, a long delta) goes to the
+    // generic routine with the tracer's ops, which handles it in Rust.
+    .text
+    .p2align 4
+    .globl fntrace_fast_entry
+    .hidden fntrace_fast_entry
+    .type fntrace_fast_entry, @function
+fntrace_fast_entry:
+    push rax
+    push rdx
+    push rcx
+    push rsi
+    mov rcx, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]
+    mov rcx, qword ptr fs:[rcx]
+    test rcx, rcx
+    jz 9f
+    cmp byte ptr [rcx + {fast}], 1
+    jne 9f
+    mov rsi, [rcx + {depth}]
+    cmp rsi, {shadow}
+    jae 9f
+    shl rsi, 6
+    add rsi, [rcx + {frames}]
+    cmp rsi, [rcx + {frames}]
+    je 1f
+    lea rax, [rsp + 40]
+    cmp [rsi - 64], rax
+    jbe 9f
+1:
+    mov rax, [rcx + {wptr}]
+    cmp rax, [rcx + {wend}]
+    jae 9f
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    mov [rsi + 16], rax
+    mov rdx, rax
+    sub rdx, [rcx + {last}]
+    mov rax, rdx
+    shr rax, 37
+    jnz 9f
+    mov rax, [rsi + 16]
+    mov [rcx + {last}], rax
+    shl rdx, 27
+    or rdx, r11
+    mov rax, [rcx + {wptr}]
+    mov [rax], rdx
+    add rax, 8
+    mov [rcx + {wptr}], rax
+    lea rax, [rsp + 40]
+    mov [rsi], rax
+    mov rdx, [rax]
+    mov [rsi + 8], rdx
+    mov qword ptr [rsi + 24], 0
+    mov rdx, r11
+    shr rdx, 3
+    bts rdx, 32
+    mov [rsi + 32], rdx
+    lea rdx, [rip + fntrace_return_to_handler]
+    mov [rax], rdx
+    inc qword ptr [rcx + {depth}]
+    inc dword ptr [rcx + {recorded}]
+    pop rsi
+    pop rcx
+    pop rdx
+    pop rax
+    ret
+9:
+    pop rsi
+    pop rcx
+    pop rdx
+    pop rax
+    mov r11, [rip + {fallback_ops}]
+    jmp qword ptr [rip + {fallback_routine}]
+    .size fntrace_fast_entry, . - fntrace_fast_entry
+
+    // The fast return path: a hijacked function returned here; rax and
+    // rdx hold its return value (xmm0/xmm1 are not touched), every other
+    // caller-saved register is free. Pops the frame, records the EXIT and
+    // jumps to the real return address; anything unusual goes to the slow
+    // trampoline below.
     .text
     .p2align 4
     .globl fntrace_return_to_handler
@@ -71,6 +215,66 @@ global_asm!(
     .type fntrace_return_to_handler, @function
     nop
 fntrace_return_to_handler:
+    mov rcx, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]
+    mov rcx, qword ptr fs:[rcx]
+    test rcx, rcx
+    jz 8f
+    cmp byte ptr [rcx + {fast}], 1
+    jne 8f
+    mov rsi, [rcx + {depth}]
+    test rsi, rsi
+    jz 8f
+    shl rsi, 6
+    add rsi, [rcx + {frames}]
+    sub rsi, 64
+    lea rdi, [rsp - 8]
+    cmp [rsi], rdi
+    jne 8f
+    mov r10, [rsi + 8]
+    lea r8, [rip + fntrace_return_to_handler]
+    cmp r10, r8
+    je 8f
+    mov r9, [rcx + {wptr}]
+    cmp r9, [rcx + {wend}]
+    jae 8f
+    mov r8, rax
+    mov rdi, rdx
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    mov rdx, rax
+    sub rdx, [rcx + {last}]
+    mov r11, rdx
+    shr r11, 37
+    jnz 7f
+    mov [rcx + {last}], rax
+    shl rdx, 27
+    mov eax, dword ptr [rsi + 32]
+    shl rax, 3
+    or rax, 1
+    or rdx, rax
+    mov [r9], rdx
+    add r9, 8
+    mov [rcx + {wptr}], r9
+    dec qword ptr [rcx + {depth}]
+    dec dword ptr [rcx + {recorded}]
+    mov rax, r8
+    mov rdx, rdi
+    jmp r10
+7:
+    mov rax, r8
+    mov rdx, rdi
+8:
+    jmp fntrace_return_slow
+    .size fntrace_return_to_handler, . - fntrace_return_to_handler
+
+    .text
+    .p2align 4
+    .globl fntrace_return_slow
+    .hidden fntrace_return_slow
+    .type fntrace_return_slow, @function
+    nop
+fntrace_return_slow:
     // The stack need not be aligned here (the ABI aligns it at calls, not
     // after returns): align it, keeping the old one in rbp.
     push rbp
@@ -106,10 +310,20 @@ fntrace_return_to_handler:
     mov rsp, rbp
     pop rbp
     jmp r11
-    .size fntrace_return_to_handler, . - fntrace_return_to_handler
+    .size fntrace_return_slow, . - fntrace_return_slow
 
 "#,
     avx = sym FNTRACE_HAS_AVX,
+    fast = const off::FAST,
+    depth = const off::DEPTH,
+    frames = const off::FRAMES,
+    wptr = const off::WPTR,
+    wend = const off::WEND,
+    last = const off::LAST,
+    recorded = const off::RECORDED,
+    shadow = const SHADOW,
+    fallback_ops = sym FALLBACK_OPS,
+    fallback_routine = sym FALLBACK_ROUTINE,
     ret = sym graph::graph_return,
 );
 

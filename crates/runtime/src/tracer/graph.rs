@@ -143,6 +143,7 @@ unsafe fn enter_frame(t: &mut Thread, fid: u32, slot: usize, now: u64) {
         fid,
         flags: 0,
         saved_max: t.max_depth,
+        pad: [0; 5],
     };
     if flags & HAS_EXIT == 0 && slot != 0 {
         let p = slot as *mut usize;
@@ -225,6 +226,7 @@ pub extern "C" fn graph_return(slot: usize) -> usize {
         }
     }
     t.busy = was_busy;
+    t.allow_fast();
     if ret == 0 {
         lost_return();
     }
@@ -263,4 +265,5 @@ pub extern "C" fn restore_all(sp: usize) {
         }
     }
     t.busy = was_busy;
+    t.allow_fast();
 }

@@ -49,6 +49,9 @@ pub struct Config {
     pub has_graph: bool,
     /// Tracing on (triggers switch it).
     pub tracing: AtomicBool,
+    /// The fast paths may run (`function_graph` without depth limit,
+    /// graph function, time filter or trigger).
+    pub fast: bool,
     graph: Filter,
     triggers: Vec<fids::Trigger>,
 }
@@ -131,6 +134,12 @@ pub fn start_from_env() -> Result<(), String> {
         time_filter,
         has_graph: !graph.is_empty(),
         tracing: AtomicBool::new(!starts_off),
+        fast: kind == Tracer::Graph
+            && depth == 0
+            && graph.is_empty()
+            && time_filter == 0
+            && triggers.is_empty()
+            && var("FNTRACE_SLOW").is_none(),
         graph,
         triggers,
     });
@@ -175,6 +184,14 @@ pub fn start_from_env() -> Result<(), String> {
     }
     let notrace = var("FNTRACE_NOTRACE").unwrap_or_default();
     ops.set_filter(&filter, &notrace).map_err(|e| e.to_string())?;
+    if config().fast {
+        let generic = crate::routines::routine(crate::routines::Variant {
+            role: fntrace_core::Role::Entry,
+            regs: false,
+        });
+        asm::set_fallback(ops.as_raw() as usize, generic);
+        let _ = FAST_OPS.set(ops.as_raw() as usize);
+    }
     process::install(flight.is_some());
     writer::start();
     // SAFETY: `finish` stays loaded (the runtime is never unloaded).
@@ -187,6 +204,24 @@ pub fn start_from_env() -> Result<(), String> {
         Ok(())
     })
     .map_err(|e| e.to_string())
+}
+
+/// The tracer's ops and its generic entry routine, when the fast paths are on.
+static FAST_OPS: OnceLock<usize> = OnceLock::new();
+
+/// For a site of the tracer's ops that the fast entry path can serve: the
+/// slot's data word (the `ENTRY` event word of its function) and routine.
+pub fn fast_slot(ops: &RawOps, site: &crate::state::Site) -> Option<(usize, usize)> {
+    let fast_ops = *FAST_OPS.get()?;
+    if ops as *const RawOps as usize != fast_ops
+        || site.role != fntrace_core::Role::Entry
+        || site.fid == fids::NO_FID
+        || fids::flags(site.fid) & fids::HAS_EXIT != 0
+    {
+        return None;
+    }
+    let word = fntrace_format::event::word_of(fntrace_format::event::Kind::Entry, site.fid);
+    Some((word as usize, asm::fast_entry()))
 }
 
 /// Called with the state locked when modules were added: new function ids
@@ -208,12 +243,15 @@ fn on_thread_start() {
 /// Writes everything out: at exit, or before `exec`.
 pub fn flush_all(ended: bool) {
     thread::FINISHED.store(true, Ordering::Release);
+    for t in thread::all() {
+        t.fast.store(0, Ordering::Relaxed);
+    }
     let t = thread::current_raw();
     if !t.is_null() {
         // SAFETY: this thread's own state; no event is being written (we are
         // not inside the tracer).
         let t = unsafe { &mut *t };
-        if t.chunk != usize::MAX && t.cur > 0 {
+        if t.chunk != usize::MAX && t.used() > 0 {
             let _ = t.switch();
         }
     }

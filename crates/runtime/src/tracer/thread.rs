@@ -8,8 +8,7 @@
 //! reads the prefix of the chunk being filled (its `len` is published after
 //! each event). Nothing on the recording path locks or makes a system call.
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use fntrace_format::event::{self, Kind, MAX_DELTA};
 
@@ -77,31 +76,72 @@ pub struct Frame {
     pub flags: u32,
     /// The depth limit before this frame changed it.
     pub saved_max: u32,
+    /// Up to 64 bytes (a shift in the fast paths).
+    pub pad: [u32; 5],
 }
 
-/// A traced thread.
+// The fast paths' view of a frame.
+const _: () = assert!(std::mem::size_of::<Frame>() == 64);
+const _: () = assert!(std::mem::offset_of!(Frame, fid) == 32);
+const _: () = assert!(std::mem::offset_of!(Frame, flags) == 36);
+
+/// Offsets of [`Thread`] fields, for the assembly.
+pub mod off {
+    use super::Thread;
+    use std::mem::offset_of;
+    /// `wptr`.
+    pub const WPTR: usize = offset_of!(Thread, wptr);
+    /// `wend`.
+    pub const WEND: usize = offset_of!(Thread, wend);
+    /// `last`.
+    pub const LAST: usize = offset_of!(Thread, last);
+    /// `depth`.
+    pub const DEPTH: usize = offset_of!(Thread, depth);
+    /// `frames`.
+    pub const FRAMES: usize = offset_of!(Thread, frames);
+    /// `recorded`.
+    pub const RECORDED: usize = offset_of!(Thread, recorded);
+    /// `fast`.
+    pub const FAST: usize = offset_of!(Thread, fast);
+}
+
+/// A traced thread. The first fields are read and written by the fast
+/// paths in assembly (`asm.rs`) at fixed offsets (see `off`).
 #[repr(C)]
 pub struct Thread {
-    /// Its id.
-    pub tid: u32,
+    /// Where the next event word goes (0 while no chunk is taken).
+    pub wptr: AtomicUsize,
+    /// The end of the current chunk minus room for one event with its
+    /// payload and a `TIME` event (0 while no chunk is taken).
+    pub wend: usize,
+    /// Tick of the last event.
+    pub last: u64,
+    /// Frames in use.
+    pub depth: usize,
+    /// The shadow stack.
+    pub frames: *mut Frame,
+    /// Recorded frames (for `--depth`).
+    pub recorded: u32,
+    /// 1 while the fast paths may run: fast mode, not busy, not ended.
+    pub fast: AtomicU8,
     /// Inside the tracer (a signal handler's calls are then not traced).
     pub busy: bool,
+    /// The tracer's settings allow the fast paths.
+    pub fast_mode: bool,
+    /// Its id.
+    pub tid: u32,
     /// The thread has ended (its key destructor ran).
     pub dead: AtomicBool,
     /// Everything it recorded was written and its memory may go.
     pub drained: AtomicBool,
     /// Words per chunk.
     pub cap: usize,
-    /// Words used in the current chunk.
-    pub cur: usize,
     /// The current chunk, or `usize::MAX` while dropping.
     pub chunk: usize,
     /// The chunk to try next while dropping.
     pub next_chunk: usize,
     /// The next chunk's sequence number.
     pub seq: u32,
-    /// Tick of the last event.
-    pub last: u64,
     /// Events dropped since the last chunk started.
     pub dropped: u64,
     /// Events dropped in total.
@@ -110,18 +150,12 @@ pub struct Thread {
     pub flight: bool,
     /// The chunks.
     pub chunks: [Chunk; NCHUNKS],
-    /// Frames in use.
-    pub depth: usize,
-    /// Recorded frames (for `--depth`).
-    pub recorded: u32,
     /// Deepest recorded nesting allowed.
     pub max_depth: u32,
     /// Open `--graph-function` frames.
     pub inside: u32,
     /// Calls not traced because the shadow stack was full.
     pub overflow: u64,
-    /// The shadow stack.
-    pub frames: *mut Frame,
     /// The profile table (one cell per function id).
     pub profile: AtomicPtr<ProfileCell>,
     /// Its length.
@@ -132,10 +166,6 @@ pub struct Thread {
     pub data: *mut u8,
     /// Its size.
     pub data_len: usize,
-}
-
-thread_local! {
-    static CURRENT: Cell<*mut Thread> = const { Cell::new(std::ptr::null_mut()) };
 }
 
 /// Every thread that ever traced, newest first (never unlinked).
@@ -149,8 +179,9 @@ pub static FLIGHT: AtomicBool = AtomicBool::new(false);
 pub static FINISHED: AtomicBool = AtomicBool::new(false);
 
 /// This thread's state, if it has one.
+#[inline(always)]
 pub fn current_raw() -> *mut Thread {
-    CURRENT.with(|c| c.get())
+    super::asm::tls_get() as *mut Thread
 }
 
 /// Enters the tracer on this thread: its state (made on first use), marked
@@ -175,6 +206,7 @@ pub fn enter() -> Option<&'static mut Thread> {
         return None;
     }
     t.busy = true;
+    t.fast.store(0, Ordering::Relaxed);
     Some(t)
 }
 
@@ -191,6 +223,25 @@ impl Thread {
     #[inline]
     pub fn leave(&mut self) {
         self.busy = false;
+        self.allow_fast();
+    }
+
+    /// Lets the fast paths run again if nothing forbids them.
+    #[inline]
+    pub fn allow_fast(&self) {
+        let ok = self.fast_mode
+            && !self.busy
+            && !self.dead.load(Ordering::Relaxed)
+            && !FINISHED.load(Ordering::Relaxed);
+        self.fast.store(ok as u8, Ordering::Relaxed);
+    }
+
+    /// Words written in the current chunk.
+    pub fn used(&self) -> usize {
+        if self.chunk == usize::MAX {
+            return 0;
+        }
+        (self.wptr.load(Ordering::Relaxed) - self.chunks[self.chunk].data as usize) / 8
     }
 
     /// The frame `i` (0 = outermost).
@@ -217,8 +268,7 @@ impl Thread {
         if FINISHED.load(Ordering::Relaxed) {
             return;
         }
-        let need = 3 + payload.is_some() as usize;
-        if (self.chunk == usize::MAX || self.cur + need > self.cap) && !self.switch() {
+        if (self.chunk == usize::MAX || self.wptr.load(Ordering::Relaxed) > self.wend) && !self.switch() {
             self.dropped += 1;
             self.lost_total.fetch_add(1, Ordering::Relaxed);
             return;
@@ -241,27 +291,28 @@ impl Thread {
             self.push(p);
         }
         self.last = at;
-        let chunk = &self.chunks[self.chunk];
-        chunk.len.store((self.cur * 8) as u32, Ordering::Release);
     }
 
     #[inline]
     fn push(&mut self, word: u64) {
-        let data = self.chunks[self.chunk].data;
-        // SAFETY: `emit` checked that `cur + need <= cap` words fit.
-        unsafe { data.add(self.cur).write(word) };
-        self.cur += 1;
+        let p = self.wptr.load(Ordering::Relaxed);
+        // SAFETY: `emit` checked that `wptr <= wend`: four words fit.
+        unsafe { (p as *mut u64).write(word) };
+        self.wptr.store(p + 8, Ordering::Relaxed);
     }
 
     /// Closes the current chunk and takes the next one, if it is free
     /// (the flight recorder takes it even if full: it keeps the newest).
     pub fn switch(&mut self) -> bool {
         if self.chunk != usize::MAX {
+            let used = self.used();
             let c = &self.chunks[self.chunk];
-            c.len.store((self.cur * 8) as u32, Ordering::Release);
+            c.len.store((used * 8) as u32, Ordering::Release);
             c.state.store(FULL, Ordering::Release);
             self.next_chunk = (self.chunk + 1) % NCHUNKS;
             self.chunk = usize::MAX;
+            self.wptr.store(0, Ordering::Relaxed);
+            self.wend = 0;
             super::writer::wake();
         }
         let next = self.next_chunk;
@@ -291,19 +342,24 @@ impl Thread {
         self.seq += 1;
         self.dropped = 0;
         self.chunk = next;
-        self.cur = 0;
+        self.wend = c.data as usize + (self.cap - 4) * 8;
+        self.wptr.store(c.data as usize, Ordering::Relaxed);
         true
     }
 
     /// Ends the thread's recording: its last chunk is handed to the writer.
     pub fn end(&mut self) {
+        self.fast.store(0, Ordering::Relaxed);
         if self.chunk != usize::MAX {
+            let used = self.used();
             let c = &self.chunks[self.chunk];
             c.flags
                 .fetch_or(fntrace_format::chunk::FLAG_LAST as u32, Ordering::Relaxed);
-            c.len.store((self.cur * 8) as u32, Ordering::Release);
+            c.len.store((used * 8) as u32, Ordering::Release);
             c.state.store(FULL, Ordering::Release);
             self.chunk = usize::MAX;
+            self.wptr.store(0, Ordering::Relaxed);
+            self.wend = 0;
         }
         self.dead.store(true, Ordering::Release);
         super::writer::wake();
@@ -319,7 +375,8 @@ impl Thread {
         self.next_chunk = 0;
         self.seq = 0;
         self.dropped = 0;
-        self.cur = 0;
+        self.wptr.store(0, Ordering::Relaxed);
+        self.wend = 0;
         self.lost_total.store(0, Ordering::Relaxed);
     }
 }
@@ -349,27 +406,31 @@ fn create() -> Option<*mut Thread> {
         data: unsafe { data.add(frames + i * chunk_bytes) } as *mut u64,
     });
     let now = super::clock::now();
+    let fast_mode = super::config().fast;
     let t = Thread {
-        tid: sys::gettid(),
+        wptr: AtomicUsize::new(0),
+        wend: 0,
+        last: now,
+        depth: 0,
+        frames: data as *mut Frame,
+        recorded: 0,
+        fast: AtomicU8::new(0),
         busy: false,
+        fast_mode,
+        tid: sys::gettid(),
         dead: AtomicBool::new(false),
         drained: AtomicBool::new(false),
         cap: chunk_bytes / 8,
-        cur: 0,
         chunk: usize::MAX,
         next_chunk: 0,
         seq: 0,
-        last: now,
         dropped: 0,
         lost_total: AtomicU64::new(0),
         flight: FLIGHT.load(Ordering::Relaxed),
         chunks,
-        depth: 0,
-        recorded: 0,
         max_depth: super::config().max_depth,
         inside: 0,
         overflow: 0,
-        frames: data as *mut Frame,
         profile: AtomicPtr::new(std::ptr::null_mut()),
         profile_len: AtomicU64::new(0),
         next: std::ptr::null_mut(),
@@ -387,7 +448,7 @@ fn create() -> Option<*mut Thread> {
             Err(h) => head_ptr = h,
         }
     }
-    CURRENT.with(|c| c.set(head_mem));
+    super::asm::tls_set(head_mem as usize);
     super::on_thread_start();
     Some(head_mem)
 }

@@ -116,7 +116,8 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
             Some(&(s, written)) if s == seq => written,
             _ => 0,
         };
-        write_chunk(files, t, i, skip);
+        let len = c.len.load(Ordering::Acquire);
+        write_chunk(files, t, i, skip, len);
         if skip > 0 {
             files.partial.remove(&t.tid);
         }
@@ -133,7 +134,16 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
                 Some(&(s, written)) if s == seq => written,
                 _ => 0,
             };
-            let len = write_chunk(files, t, i, skip);
+            // The fast paths do not publish `len`: the owner's write pointer
+            // says how far it got.
+            let base = c.data as usize;
+            let w = t.wptr.load(Ordering::Acquire);
+            let len = if w >= base && w <= base + t.cap * 8 {
+                (w - base) as u32
+            } else {
+                0
+            };
+            let len = write_chunk(files, t, i, skip, len);
             files.partial.insert(t.tid, (seq, len));
         }
     }
@@ -146,9 +156,9 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
 }
 
 /// Writes chunk `i` of `t` from byte `skip` of its events; returns its length.
-fn write_chunk(files: &mut Files, t: &Thread, i: usize, skip: u32) -> u32 {
+fn write_chunk(files: &mut Files, t: &Thread, i: usize, skip: u32, len: u32) -> u32 {
     let c = &t.chunks[i];
-    let len = c.len.load(Ordering::Acquire) & !7;
+    let len = len & !7;
     if len <= skip {
         return len;
     }
