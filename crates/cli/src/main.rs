@@ -3,7 +3,14 @@
 #![forbid(unsafe_code)]
 
 mod cmd;
+mod funcgraph;
+mod launch;
+mod merge;
+mod options;
 mod output;
+mod stats;
+mod trace;
+mod units;
 
 use std::process::ExitCode;
 
@@ -19,6 +26,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    Record(cmd::record::Args),
+    Live(cmd::live::Args),
+    Replay(cmd::replay::Args),
+    Report(cmd::report::Args),
+    Graph(cmd::graph::Args),
+    Info(cmd::info::Args),
     List(cmd::list::Args),
     Recordmcount(cmd::recordmcount::Args),
 }
@@ -29,6 +42,12 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
     let result = match cli.command {
+        Command::Record(args) => cmd::record::run(args),
+        Command::Live(args) => cmd::live::run(args),
+        Command::Replay(args) => cmd::replay::run(args),
+        Command::Report(args) => cmd::report::run(args),
+        Command::Graph(args) => cmd::graph::run(args),
+        Command::Info(args) => cmd::info::run(args),
         Command::List(args) => cmd::list::run(&args),
         Command::Recordmcount(args) => cmd::recordmcount::run(&args),
     };

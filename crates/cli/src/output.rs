@@ -28,3 +28,9 @@ pub fn file_name(path: &Path) -> String {
         |n| n.to_string_lossy().into_owned(),
     )
 }
+
+/// Prints a one-line error and gives the exit status to return.
+pub fn fail(code: u8, message: &str) -> std::process::ExitCode {
+    eprintln!("fntrace: error: {message}");
+    std::process::ExitCode::from(code)
+}

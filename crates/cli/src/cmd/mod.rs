@@ -1,4 +1,10 @@
 //! One module per subcommand.
 
+pub mod graph;
+pub mod info;
 pub mod list;
+pub mod live;
+pub mod record;
 pub mod recordmcount;
+pub mod replay;
+pub mod report;

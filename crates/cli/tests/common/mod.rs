@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 pub mod check;
+pub mod scenarios;
+pub mod tracedata;
 pub mod truth;
 
 use std::io::Read;

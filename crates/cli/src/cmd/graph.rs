@@ -1,0 +1,140 @@
+//! `fntrace graph [DIR] [FUNC]`: the aggregated call graph, gprof-style:
+//! each function's calls and times, then who called it and what it
+//! called, with call counts and times (uftrace graph, gprof's call graph).
+
+use std::collections::BTreeMap;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use fntrace_format::layout;
+use fntrace_sites::filter::Filter;
+
+use crate::cmd::replay::empty_reason;
+use crate::stats::{self, Edge, Request, Stats};
+use crate::trace;
+use crate::units::human;
+
+const AFTER_HELP: &str = "\
+For each function, longest total time first (then by name):
+  main: 1 call, total 10.293 us, self 1.200 us
+    called by:
+             1     10.293 us  (root)
+    calls:
+             2      4.000 us  foo
+Callers and callees show how many calls went along that edge and their
+total time. '(root)' stands for calls with no traced caller. Total time
+counts a recursive function's outermost calls only. Traces of the function
+tracer have counts but no times.
+
+With one argument, an existing directory (or a path with '/') is the data
+directory; anything else is FUNC, a name or ftrace filter pattern
+('parse_*', 'ns::f').";
+
+/// Show the aggregated call graph.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// [DIR] [FUNC]: the data directory (default fntrace.data), and the function(s) to show.
+    #[arg(value_name = "DIR|FUNC", num_args = 0..=2)]
+    args: Vec<String>,
+    /// Show symbol names as recorded (mangled).
+    #[arg(long)]
+    no_demangle: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let (dir, func) = match args.args.as_slice() {
+        [] => (PathBuf::from(layout::DEFAULT_DIR), None),
+        [one] if one.contains('/') || PathBuf::from(one).is_dir() => (PathBuf::from(one), None),
+        [one] => (PathBuf::from(layout::DEFAULT_DIR), Some(one.clone())),
+        [dir, func, ..] => (PathBuf::from(dir), Some(func.clone())),
+    };
+    let filter = func.as_ref().map(|f| Filter::parse(&[f])).transpose()?;
+    let trace = trace::open(&dir)?;
+    trace::warn_damage(&trace.damage);
+    let stats = stats::collect(
+        &trace,
+        &Request {
+            tids: &[],
+            demangle: !args.no_demangle,
+            select: filter.as_ref(),
+        },
+    );
+    trace::warn_damage(&stats.damage);
+    if stats.functions.is_empty() {
+        eprintln!("fntrace: {}", empty_reason(&trace, &dir));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut shown: Vec<&String> = match &func {
+        Some(func) => {
+            if stats.selected.is_empty() {
+                anyhow::bail!("no function in {} matches '{func}'", dir.display());
+            }
+            stats.selected.iter().collect()
+        }
+        None => stats.functions.keys().collect(),
+    };
+    shown.sort_by(|a, b| {
+        let (fa, fb) = (&stats.functions[*a], &stats.functions[*b]);
+        fb.total_ns.cmp(&fa.total_ns).then_with(|| a.cmp(b))
+    });
+
+    let (callers, callees) = adjacency(&stats);
+    let mut out = BufWriter::new(io::stdout().lock());
+    for (i, name) in shown.iter().enumerate() {
+        if i > 0 {
+            writeln!(out)?;
+        }
+        let f = &stats.functions[*name];
+        writeln!(
+            out,
+            "{name}: {} call{}, total {}, self {}",
+            f.calls,
+            if f.calls == 1 { "" } else { "s" },
+            human(f.total_ns),
+            human(f.self_ns)
+        )?;
+        write_edges(&mut out, "called by", callers.get(name.as_str()))?;
+        write_edges(&mut out, "calls", callees.get(name.as_str()))?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+type Adjacent<'s> = BTreeMap<&'s str, Vec<(&'s str, &'s Edge)>>;
+
+/// For each function, its callers and its callees.
+fn adjacency(stats: &Stats) -> (Adjacent<'_>, Adjacent<'_>) {
+    let mut callers: Adjacent<'_> = BTreeMap::new();
+    let mut callees: Adjacent<'_> = BTreeMap::new();
+    for ((caller, callee), edge) in &stats.edges {
+        let from = caller.as_deref().unwrap_or("(root)");
+        callers.entry(callee.as_str()).or_default().push((from, edge));
+        if let Some(caller) = caller {
+            callees
+                .entry(caller.as_str())
+                .or_default()
+                .push((callee.as_str(), edge));
+        }
+    }
+    (callers, callees)
+}
+
+fn write_edges(out: &mut impl Write, title: &str, edges: Option<&Vec<(&str, &Edge)>>) -> io::Result<()> {
+    let Some(edges) = edges else {
+        return Ok(());
+    };
+    let mut edges = edges.clone();
+    edges.sort_by(|(an, a), (bn, b)| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then(b.calls.cmp(&a.calls))
+            .then_with(|| an.cmp(bn))
+    });
+    writeln!(out, "  {title}:")?;
+    for (name, edge) in edges {
+        writeln!(out, "  {:>10}  {:>12}  {name}", edge.calls, human(edge.total_ns))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,236 @@
+//! `fntrace info [DIR]`: what a data directory holds: the run, each
+//! process, and every damage note (uftrace info, trace-cmd stat).
+
+use std::fmt::Write as _;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use fntrace_format::layout;
+use fntrace_format::meta::{Clock, RunInfo};
+use fntrace_format::read::{EventKind, Process};
+
+use crate::launch::signal_name;
+use crate::trace::{self, command_line, utc};
+use crate::units::human;
+
+/// Show what a recorded trace holds.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The data directory.
+    #[arg(default_value = layout::DEFAULT_DIR)]
+    dir: PathBuf,
+}
+
+/// Lines of `key: value`, values aligned; a value of several lines is
+/// continued under the first.
+struct Sheet {
+    text: String,
+}
+
+impl Sheet {
+    const KEY: usize = 20;
+
+    fn item(&mut self, key: &str, value: impl AsRef<str>) {
+        let mut lines = value.as_ref().lines();
+        let first = lines.next().unwrap_or("");
+        let _ = writeln!(self.text, "{key:<w$}: {first}", w = Self::KEY);
+        for line in lines {
+            let _ = writeln!(self.text, "{:w$}  {line}", "", w = Self::KEY);
+        }
+    }
+
+    fn blank(&mut self) {
+        self.text.push('\n');
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let trace = trace::open(&args.dir)?;
+    let mut sheet = Sheet { text: String::new() };
+    let mut damage = trace.damage.clone();
+
+    sheet.item("data directory", trace.dir.display().to_string());
+    match &trace.info {
+        Some(info) => run_info(&mut sheet, info),
+        None => sheet.item("run", "no readable info.json"),
+    }
+    if trace.processes.is_empty() {
+        sheet.item("processes", "none recorded (did the runtime load?)");
+    }
+    for process in &trace.processes {
+        sheet.blank();
+        process_info(&mut sheet, process, &mut damage);
+    }
+    if !damage.is_empty() {
+        sheet.blank();
+        sheet.item("damage", damage.join("\n"));
+    }
+    let mut out = BufWriter::new(io::stdout().lock());
+    out.write_all(sheet.text.as_bytes())?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_info(sheet: &mut Sheet, info: &RunInfo) {
+    sheet.item("command", info.command.join(" "));
+    sheet.item("working directory", &info.cwd);
+    sheet.item("started", utc(info.start_unix_ns));
+    match info.end_unix_ns {
+        Some(end) => sheet.item("duration", human(end.saturating_sub(info.start_unix_ns)).trim()),
+        None => sheet.item(
+            "duration",
+            "unknown: the run did not end (record was interrupted?)",
+        ),
+    }
+    match (info.exit_status, info.signal) {
+        (Some(code), _) => sheet.item("exit status", code.to_string()),
+        (None, Some(signal)) => sheet.item(
+            "exit status",
+            format!(
+                "killed by signal {signal}{}",
+                signal_name(signal).map_or(String::new(), |n| format!(" ({n})"))
+            ),
+        ),
+        (None, None) => sheet.item("exit status", "unknown"),
+    }
+    sheet.item("tracer", &info.tracer);
+    sheet.item("options", options(&info.options));
+}
+
+/// The options that were given, `name value` separated by commas.
+fn options(value: &serde_json::Value) -> String {
+    let Some(map) = value.as_object() else {
+        return "none".into();
+    };
+    let given: Vec<String> = map
+        .iter()
+        .filter(|(_, v)| match v {
+            serde_json::Value::Null | serde_json::Value::Bool(false) => false,
+            serde_json::Value::Array(a) => !a.is_empty(),
+            _ => true,
+        })
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    if given.is_empty() {
+        "none".into()
+    } else {
+        given.join(", ")
+    }
+}
+
+fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>) {
+    let info = &process.info;
+    let mut who = format!("pid {}, ppid {}", info.pid, info.ppid);
+    if let Some(parent) = &info.parent {
+        let _ = write!(who, ", parent {parent}");
+    }
+    if process.image > 0 {
+        let _ = write!(who, ", image {} (after exec)", process.image);
+    }
+    sheet.item(&format!("process {}", process.name), who);
+    sheet.item("  executable", &info.exe);
+    sheet.item("  command", command_line(process));
+    sheet.item("  started", utc(info.start_unix_ns));
+    sheet.item(
+        "  ended",
+        if info.ended {
+            "yes"
+        } else {
+            "no (still running, or ended without the runtime's exit handler)"
+        },
+    );
+    sheet.item("  tracer", &info.tracer);
+
+    let (mut events, mut lost, mut chunks) = (0u64, 0u64, 0u64);
+    for &tid in &process.tids {
+        let mut stream = process.events(tid);
+        events += (&mut stream)
+            .filter(|e| !matches!(e.kind, EventKind::Lost(_)))
+            .count() as u64;
+        lost += stream.lost();
+        chunks += stream.lost_chunks();
+        damage.extend(stream.damage().map(str::to_string));
+    }
+    let tids: Vec<String> = process.tids.iter().map(u32::to_string).collect();
+    sheet.item("  threads", format!("{} ({})", tids.len(), tids.join(", ")));
+    sheet.item("  events", events.to_string());
+    let mut lost_text = lost.to_string();
+    if chunks > 0 {
+        let _ = write!(
+            lost_text,
+            ", {chunks} chunk{} missing",
+            if chunks == 1 { "" } else { "s" }
+        );
+    }
+    if info.lost != lost {
+        let _ = write!(lost_text, " (the runtime counted {})", info.lost);
+    }
+    sheet.item("  lost events", lost_text);
+    if let Some(rows) = &process.profile {
+        sheet.item("  profile", format!("{} functions", rows.len()));
+    }
+    sheet.item(
+        "  sites",
+        format!("{} found, {} patched", info.sites, info.patched),
+    );
+    let kinds: Vec<String> = info
+        .instrumentation
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    sheet.item(
+        "  instrumentation",
+        if kinds.is_empty() {
+            "none".into()
+        } else {
+            kinds.join(", ")
+        },
+    );
+    let modules: Vec<String> = info
+        .modules
+        .iter()
+        .map(|m| format!("{} ({} sites, bias {:#x})", m.path, m.sites, m.bias))
+        .collect();
+    sheet.item(
+        "  modules",
+        if modules.is_empty() {
+            "none".into()
+        } else {
+            modules.join("\n")
+        },
+    );
+    sheet.item("  functions", process.functions.len().to_string());
+    sheet.item("  clock", clock(&info.clock));
+}
+
+/// The clock source and its calibration.
+fn clock(c: &Clock) -> String {
+    if c.source == "monotonic" {
+        return "monotonic (ticks are CLOCK_MONOTONIC nanoseconds)".into();
+    }
+    if let Some(note) = c.note() {
+        return format!("{}: {note}", c.source);
+    }
+    let span_ns = c.mono1_ns.saturating_sub(c.mono0_ns);
+    let ticks = c.tick1.saturating_sub(c.tick0);
+    if span_ns >= 1_000_000 && ticks > 0 {
+        format!(
+            "{}, {:.6} GHz (calibrated over {}: ticks {}..{}, monotonic {}..{} ns)",
+            c.source,
+            ticks as f64 / span_ns as f64,
+            human(span_ns).trim(),
+            c.tick0,
+            c.tick1,
+            c.mono0_ns,
+            c.mono1_ns
+        )
+    } else {
+        let hz = c.tsc_hz.unwrap_or(0.0);
+        format!(
+            "{}, {:.6} GHz (from tsc_hz; calibration points too close)",
+            c.source,
+            hz / 1e9
+        )
+    }
+}

@@ -1,0 +1,275 @@
+//! `fntrace record [OPTIONS] -- COMMAND [ARGS...]`: runs a command with the
+//! runtime preloaded and writes its trace to a data directory (uftrace
+//! record, trace-cmd record).
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{SystemTime, UNIX_EPOCH};
+use std::{env, fs};
+
+use anyhow::Context;
+use fntrace_format::layout;
+use fntrace_format::meta::{RunInfo, VERSION};
+use serde::Serialize;
+
+use crate::launch::{self, Ending, NotFound};
+use crate::options::{RecordFlags, Tracer};
+use crate::output;
+
+const AFTER_HELP: &str = "\
+The command runs with the runtime library (libfntrace_runtime.so, found
+through $FNTRACE_RUNTIME, next to fntrace, in its deps/ or ../lib/fntrace/)
+preloaded; fntrace exits with the command's exit status (128 + N when
+signal N killed it). An existing data directory is kept as DIR.old.
+
+The program must have patchable sites: build it with gcc -pg -mfentry,
+-fpatchable-function-entry=5, or clang -fxray-instrument (see
+'fntrace list --help'); --force skips that check, for a program whose
+instrumented code is in shared libraries.
+
+Examples:
+  fntrace record ./prog arg
+  fntrace record -F 'parse_*' -t 10us -- ./prog
+  fntrace record -T 'main@trace_off' -T 'work@trace_on,depth=3' ./prog";
+
+/// Run a command and record a trace of its functions.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// The data directory to write.
+    #[arg(short, long, value_name = "DIR", default_value = layout::DEFAULT_DIR)]
+    output: PathBuf,
+    #[command(flatten)]
+    flags: RecordFlags,
+    /// The command to trace, and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    command: Vec<OsString>,
+}
+
+/// What the run was given, as `info.json` keeps it under `options`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Options {
+    pub filter: Vec<String>,
+    pub notrace: Vec<String>,
+    pub triggers: Vec<String>,
+    pub depth: Option<u32>,
+    pub time_filter_ns: Option<u64>,
+    pub graph_functions: Vec<String>,
+    pub buffer_size: Option<u64>,
+    pub flight_recorder: Option<u64>,
+    pub force: bool,
+}
+
+/// A whole `record` request, after the edge.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub output: PathBuf,
+    pub tracer: Tracer,
+    pub options: Options,
+    pub command: Vec<OsString>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let request = args.flags.into_request(args.command, args.output);
+    match record(&request)? {
+        Ok(ending) => Ok(ExitCode::from(ending.exit_code())),
+        Err(code) => Ok(code),
+    }
+}
+
+/// Records `request` and tells how the command ended. The outer error is
+/// fntrace's own failure; the inner one an exit status already explained
+/// on stderr (command not found).
+pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
+    let name = request.command[0].to_string_lossy().into_owned();
+    let program = match launch::find_command(&request.command[0]) {
+        Ok(path) => path,
+        Err(e) => {
+            let what = match &e {
+                NotFound::Missing => "command not found",
+                NotFound::NotExecutable(_) => "permission denied",
+            };
+            return Ok(Err(output::fail(e.exit_code(), &format!("{name}: {what}"))));
+        }
+    };
+    if !request.options.force {
+        check_sites(&program, &name)?;
+    }
+    let runtime = launch::find_runtime()?;
+    let dir = std::path::absolute(&request.output)
+        .with_context(|| format!("{}: bad output directory", request.output.display()))?;
+    let mut info = RunInfo {
+        version: VERSION,
+        command: request
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        cwd: env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+        tracer: request.tracer.as_str().to_string(),
+        options: serde_json::to_value(&request.options)?,
+        start_unix_ns: unix_now_ns(),
+        end_unix_ns: None,
+        exit_status: None,
+        signal: None,
+    };
+    prepare_dir(&dir, &info)?;
+
+    let mut command = Command::new(&program);
+    command.arg0(&request.command[0]).args(&request.command[1..]);
+    for (key, value) in environment(request, &dir) {
+        match value {
+            Some(value) => command.env(key, value),
+            None => command.env_remove(key),
+        };
+    }
+    command.env("LD_PRELOAD", launch::preload(&runtime));
+    let status = match command.status() {
+        Ok(status) => status,
+        // As shells do: found but not executable (a script without `#!`, a
+        // foreign binary) is 126.
+        Err(e) => return Ok(Err(output::fail(126, &format!("{name}: cannot execute: {e}")))),
+    };
+    let ending = Ending::of(status);
+
+    info.end_unix_ns = Some(unix_now_ns());
+    match ending {
+        Ending::Exited(code) => info.exit_status = Some(code),
+        Ending::Killed { signal, .. } => info.signal = Some(signal),
+    }
+    write_info(&dir, &info)?;
+    if let Some(line) = ending.message(&name) {
+        eprintln!("{line}");
+    }
+    if !has_process(&dir) {
+        eprintln!(
+            "fntrace: warning: nothing was recorded in {} (did the runtime {} load?)",
+            request.output.display(),
+            runtime.display()
+        );
+    }
+    Ok(Ok(ending))
+}
+
+/// The `FNTRACE_*` variables for the runtime (`docs/FORMAT.md`); `None`
+/// removes a variable the caller's environment may have left behind.
+fn environment(request: &Request, dir: &Path) -> Vec<(&'static str, Option<OsString>)> {
+    let o = &request.options;
+    let list = |v: &[String], sep: &str| (!v.is_empty()).then(|| OsString::from(v.join(sep)));
+    let number = |n: Option<u64>| n.map(|n| OsString::from(n.to_string()));
+    vec![
+        ("FNTRACE_DATA", Some(dir.as_os_str().to_os_string())),
+        ("FNTRACE_TRACER", Some(request.tracer.as_str().into())),
+        ("FNTRACE_FILTER", list(&o.filter, ",")),
+        ("FNTRACE_NOTRACE", list(&o.notrace, ",")),
+        ("FNTRACE_GRAPH_FUNCTION", list(&o.graph_functions, ",")),
+        ("FNTRACE_DEPTH", number(o.depth.map(u64::from))),
+        ("FNTRACE_TIME_FILTER", number(o.time_filter_ns)),
+        ("FNTRACE_TRIGGERS", list(&o.triggers, ";")),
+        ("FNTRACE_BUFFER_SIZE", number(o.buffer_size)),
+        ("FNTRACE_FLIGHT", number(o.flight_recorder)),
+    ]
+}
+
+/// Fails when `program` is an ELF file without patchable sites: nothing of
+/// it could be traced. Other files (scripts) are left to the kernel.
+fn check_sites(program: &Path, name: &str) -> anyhow::Result<()> {
+    let data = fs::read(program).with_context(|| format!("cannot read {}", program.display()))?;
+    if !data.starts_with(b"\x7fELF") {
+        return Ok(());
+    }
+    let binary = match fntrace_sites::discover(&data) {
+        Ok(binary) => binary,
+        Err(e) => {
+            eprintln!("fntrace: warning: {name}: cannot look for patchable sites: {e}");
+            return Ok(());
+        }
+    };
+    if binary.sites.is_empty() {
+        anyhow::bail!(
+            "{name}: no patchable sites (build it with gcc -pg -mfentry, -fpatchable-function-entry=5 \
+             or clang -fxray-instrument; see 'fntrace list --help'; --force to run it anyway)"
+        );
+    }
+    Ok(())
+}
+
+/// Makes `dir` a fresh data directory holding `info.json`. An existing data
+/// directory becomes `DIR.old` (an older `DIR.old` is removed) once the new
+/// one is ready; anything else in the way is an error.
+fn prepare_dir(dir: &Path, info: &RunInfo) -> anyhow::Result<()> {
+    let shown = dir.display();
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    let name = dir
+        .file_name()
+        .with_context(|| format!("{shown}: bad output directory"))?
+        .to_string_lossy()
+        .into_owned();
+    let old = match fs::symlink_metadata(dir) {
+        Err(_) => false,
+        Ok(meta) if meta.is_dir() && is_data_dir(dir) => true,
+        Ok(meta) if meta.is_dir() && fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none()) => {
+            fs::remove_dir(dir).with_context(|| format!("cannot replace {shown}"))?;
+            false
+        }
+        Ok(_) => anyhow::bail!("{shown} exists and is not a fntrace data directory"),
+    };
+    let fresh = parent.join(format!(".{name}.fntrace-{}.tmp", std::process::id()));
+    let _ = fs::remove_dir_all(&fresh);
+    fs::create_dir(&fresh).with_context(|| format!("cannot create {}", fresh.display()))?;
+    let made = (|| {
+        write_info(&fresh, info)?;
+        if old {
+            let backup = parent.join(format!("{name}.old"));
+            if fs::symlink_metadata(&backup).is_ok() {
+                fs::remove_dir_all(&backup).with_context(|| format!("cannot remove {}", backup.display()))?;
+            }
+            fs::rename(dir, &backup)
+                .with_context(|| format!("cannot rename {shown} to {}", backup.display()))?;
+        }
+        fs::rename(&fresh, dir).with_context(|| format!("cannot create {shown}"))
+    })();
+    if made.is_err() {
+        let _ = fs::remove_dir_all(&fresh);
+    }
+    made
+}
+
+/// A directory `record` made: it has `info.json` or `p*/` directories.
+fn is_data_dir(dir: &Path) -> bool {
+    dir.join(layout::INFO).is_file() || has_process(dir)
+}
+
+/// Whether the runtime wrote a process directory.
+fn has_process(dir: &Path) -> bool {
+    fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            layout::parse_process_dir(&e.file_name().to_string_lossy()).is_some()
+                && e.file_type().is_ok_and(|t| t.is_dir())
+        })
+    })
+}
+
+/// Writes `info.json` through a temporary file and `rename`.
+fn write_info(dir: &Path, info: &RunInfo) -> anyhow::Result<()> {
+    let path = dir.join(layout::INFO);
+    let tmp = dir.join(format!("{}.tmp", layout::INFO));
+    fs::write(&tmp, info.to_json()).with_context(|| format!("cannot write {}", tmp.display()))?;
+    fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Now, in nanoseconds since the Unix epoch.
+fn unix_now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}

@@ -1,0 +1,145 @@
+//! `fntrace replay [DIR]`: the recorded calls in the kernel's
+//! function_graph layout, the threads of each process merged by time
+//! (uftrace replay, `trace-cmd report` of function_graph).
+
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use fntrace_format::layout;
+use fntrace_format::read::Trace;
+use fntrace_sites::filter::Filter;
+
+use crate::funcgraph::{ProcessView, Style};
+use crate::merge::Merge;
+use crate::options::{filter_pattern, DisplayFlags};
+use crate::trace::{self, command_line};
+
+const AFTER_HELP: &str = "\
+Durations are in microseconds, marked as the kernel marks them:
+  + more than 10 us   ! 100 us   # 1 ms   * 10 ms   @ 100 ms   $ 1 s
+A call whose entry is immediately followed by its exit is one line;
+'} /* f (unwound) */' closes a call left without returning (longjmp,
+thread end). Lost events are shown where they were dropped. Several
+processes are shown one after the other, each under a '# process' line.
+
+Examples:
+  fntrace replay
+  fntrace replay -F 'parse_*' -N 'log_*' --tid 4321 other.data";
+
+/// Show a recorded trace as a call graph.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// The data directory.
+    #[arg(default_value = layout::DEFAULT_DIR)]
+    dir: PathBuf,
+    #[command(flatten)]
+    display: DisplayFlags,
+    /// Show only these functions and what they call (ftrace filter syntax); repeatable.
+    #[arg(short = 'F', long = "filter", value_name = "PATTERN", value_parser = filter_pattern)]
+    filter: Vec<String>,
+    /// Hide these functions and what they call; repeatable.
+    #[arg(short = 'N', long = "notrace", value_name = "PATTERN", value_parser = filter_pattern)]
+    notrace: Vec<String>,
+}
+
+/// What to show and how.
+pub struct Settings {
+    pub tids: Vec<u32>,
+    pub color: bool,
+    pub demangle: bool,
+    pub filter: Vec<String>,
+    pub notrace: Vec<String>,
+}
+
+impl Settings {
+    pub fn new(display: &DisplayFlags, filter: Vec<String>, notrace: Vec<String>) -> Settings {
+        Settings {
+            tids: display.tid.clone(),
+            color: display.color.enabled(),
+            demangle: !display.no_demangle,
+            filter,
+            notrace,
+        }
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let settings = Settings::new(&args.display, args.filter, args.notrace);
+    replay(&args.dir, &settings)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the trace in `dir` on standard output.
+pub fn replay(dir: &Path, settings: &Settings) -> anyhow::Result<()> {
+    let trace = trace::open(dir)?;
+    trace::check_tids(&trace, &settings.tids)?;
+    let selected = trace::select(&trace, &settings.tids);
+    let width = selected
+        .iter()
+        .flat_map(|(_, tids)| tids.iter())
+        .map(|t| t.to_string().len())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    let style = Style {
+        color: settings.color,
+        width,
+        filter: Filter::parse(&settings.filter)?,
+        notrace: Filter::parse(&settings.notrace)?,
+    };
+
+    let mut out = BufWriter::new(io::stdout().lock());
+    let mut damage = trace.damage.clone();
+    let mut events = 0;
+    if !selected.is_empty() {
+        writeln!(out, "{}", style.header(is_function_tracer(&trace)))?;
+    }
+    for (process, tids) in &selected {
+        if selected.len() > 1 {
+            writeln!(
+                out,
+                "# process {}: {} (pid {})",
+                process.name,
+                command_line(process),
+                process.info.pid
+            )?;
+        }
+        let mut merge = Merge::new(tids.iter().map(|&t| (t, process.events(t))).collect());
+        let mut view = ProcessView::new(&style, process, merge.len(), settings.demangle);
+        view.run(&mut out, &mut merge)?;
+        events += view.events;
+        damage.extend(merge.damage());
+    }
+    out.flush()?;
+    drop(out);
+    trace::warn_damage(&damage);
+    if events == 0 {
+        eprintln!("fntrace: {}", empty_reason(&trace, dir));
+    }
+    Ok(())
+}
+
+/// Whether the trace was recorded by the `function` tracer (entries with
+/// their callers, no durations).
+fn is_function_tracer(trace: &Trace) -> bool {
+    match &trace.info {
+        Some(info) if !info.tracer.is_empty() => info.tracer == "function",
+        _ => !trace.processes.is_empty() && trace.processes.iter().all(|p| p.info.tracer == "function"),
+    }
+}
+
+/// One line saying why there is nothing to show.
+pub fn empty_reason(trace: &Trace, dir: &Path) -> String {
+    let dir = dir.display();
+    if trace.processes.is_empty() {
+        return format!("{dir}: no process was recorded (did the runtime load?)");
+    }
+    if trace.processes.iter().all(|p| p.profile.is_some()) {
+        return format!(
+            "{dir}: recorded with the profile tracer, which keeps no events; see 'fntrace report'"
+        );
+    }
+    format!("{dir}: the trace has no events")
+}

@@ -1,0 +1,157 @@
+//! `fntrace report [DIR]`: per function, its calls and times (uftrace
+//! report, the kernel's function profiler).
+
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use fntrace_format::layout;
+use serde::Serialize;
+
+use crate::cmd::replay::empty_reason;
+use crate::stats::{self, Function, Request};
+use crate::trace;
+use crate::units::human;
+
+const AFTER_HELP: &str = "\
+Total time is the time spent in a function's calls, callees included; for
+a recursive function only its outermost calls count (the nested calls'
+time is already inside them). Self time leaves out the callees. Min, Max
+and Avg are over every call, nested ones included (from a profile table,
+Avg is Total / Calls). Calls left without
+returning (longjmp) or still running when the trace ended count up to that
+point. Processes recorded with --tracer profile are reported from their
+profile table.
+
+--json prints an array of objects with name, calls, total_ns, self_ns,
+min_ns, max_ns and avg_ns, in the same order.";
+
+/// How to sort (`--sort`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sort {
+    /// Longest total time first.
+    Total,
+    /// Longest self time first.
+    #[value(name = "self")]
+    SelfTime,
+    /// Most calls first.
+    Calls,
+    /// By name.
+    Name,
+}
+
+/// Show per-function call counts and times.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// The data directory.
+    #[arg(default_value = layout::DEFAULT_DIR)]
+    dir: PathBuf,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Sort by this column.
+    #[arg(short, long, value_enum, default_value = "total")]
+    sort: Sort,
+    /// Only these threads; repeatable.
+    #[arg(long = "tid", value_name = "TID")]
+    tid: Vec<u32>,
+    /// Show symbol names as recorded (mangled).
+    #[arg(long)]
+    no_demangle: bool,
+}
+
+#[derive(Serialize)]
+struct Row<'a> {
+    name: &'a str,
+    calls: u64,
+    total_ns: u64,
+    self_ns: u64,
+    min_ns: u64,
+    max_ns: u64,
+    avg_ns: u64,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let trace = trace::open(&args.dir)?;
+    trace::check_tids(&trace, &args.tid)?;
+    trace::warn_damage(&trace.damage);
+    if !args.tid.is_empty() && trace.processes.iter().any(|p| p.profile.is_some()) {
+        eprintln!("fntrace: warning: profile tables are per process: --tid does not apply to them");
+    }
+    let stats = stats::collect(
+        &trace,
+        &Request {
+            tids: &args.tid,
+            demangle: !args.no_demangle,
+            select: None,
+        },
+    );
+    trace::warn_damage(&stats.damage);
+    let mut rows: Vec<(&String, &Function)> = stats.functions.iter().collect();
+    sort(&mut rows, args.sort);
+
+    if rows.is_empty() {
+        eprintln!("fntrace: {}", empty_reason(&trace, &args.dir));
+    }
+    let mut out = BufWriter::new(io::stdout().lock());
+    if args.json {
+        let json: Vec<Row<'_>> = rows
+            .iter()
+            .map(|(name, f)| Row {
+                name,
+                calls: f.calls,
+                total_ns: f.total_ns,
+                self_ns: f.self_ns,
+                min_ns: f.min_ns,
+                max_ns: f.max_ns,
+                avg_ns: f.avg_ns(),
+            })
+            .collect();
+        serde_json::to_writer_pretty(&mut out, &json).map_err(|e| match e.io_error_kind() {
+            Some(kind) => io::Error::from(kind),
+            None => io::Error::other(e),
+        })?;
+        writeln!(out)?;
+    } else if !rows.is_empty() {
+        write_table(&mut out, &rows)?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Sorts rows by `key`, ties by name.
+pub fn sort(rows: &mut [(&String, &Function)], key: Sort) {
+    rows.sort_by(|(an, a), (bn, b)| {
+        let primary = match key {
+            Sort::Total => b.total_ns.cmp(&a.total_ns),
+            Sort::SelfTime => b.self_ns.cmp(&a.self_ns),
+            Sort::Calls => b.calls.cmp(&a.calls),
+            Sort::Name => std::cmp::Ordering::Equal,
+        };
+        primary.then_with(|| an.cmp(bn))
+    });
+}
+
+fn write_table(out: &mut impl Write, rows: &[(&String, &Function)]) -> io::Result<()> {
+    writeln!(
+        out,
+        "{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}  Function",
+        "Total time", "Self time", "Calls", "Min", "Max", "Avg"
+    )?;
+    let bar = "  ==========";
+    writeln!(out, "{}  {}", bar.repeat(6), "=".repeat(20))?;
+    for (name, f) in rows {
+        writeln!(
+            out,
+            "{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}  {name}",
+            human(f.total_ns),
+            human(f.self_ns),
+            f.calls,
+            human(f.min_ns),
+            human(f.max_ns),
+            human(f.avg_ns())
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,298 @@
+//! The kernel's function_graph layout for one process's merged threads:
+//!
+//! ```text
+//! # TID    DURATION       FUNCTION
+//!  4321)               |  main() {
+//!  4321)   0.190 us    |    leaf();
+//!  4321) + 11.356 us   |  } /* main */
+//! ```
+//!
+//! An entry immediately followed by its own exit (in its thread) is one
+//! line. Entries with a caller (tracer `function`) print as the kernel's
+//! `function` tracer does: `TID)  SECONDS: func <-caller+0xoff`.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use fntrace_format::read::{Event, EventKind, Process};
+use fntrace_sites::filter::Filter;
+
+use crate::merge::Merge;
+use crate::trace::Names;
+use crate::units::{graph_duration, mark};
+
+/// How lines look, the same for every process.
+pub struct Style {
+    /// Colour durations by their mark.
+    pub color: bool,
+    /// Columns of the TID field.
+    pub width: usize,
+    /// `-F`: show only these calls and what they call (none: all).
+    pub filter: Filter,
+    /// `-N`: hide these calls and what they call.
+    pub notrace: Filter,
+}
+
+impl Style {
+    /// The first line: column titles over the graph, or over the
+    /// `function` tracer's lines.
+    pub fn header(&self, function_tracer: bool) -> String {
+        let w = self.width;
+        if function_tracer {
+            format!("#{:>w$}   {:>13}  FUNCTION", "TID", "TIMESTAMP")
+        } else {
+            format!("#{:>w$}    DURATION       FUNCTION", "TID")
+        }
+    }
+}
+
+/// An open call of a thread.
+struct Frame {
+    fid: u32,
+    start_ns: u64,
+    /// Inside a call `-F` selects (or there is no `-F`).
+    inside: bool,
+    /// Inside a call `-N` hides.
+    hidden: bool,
+    /// Whether this call was printed.
+    shown: bool,
+    /// Printed calls on the stack, this one included: the indentation of
+    /// what it calls.
+    level: usize,
+}
+
+/// Where a thread is: what a new call would inherit.
+#[derive(Clone, Copy)]
+struct Context {
+    inside: bool,
+    hidden: bool,
+    level: usize,
+}
+
+/// The printing state of one process's threads.
+pub struct ProcessView<'s, 'p> {
+    style: &'s Style,
+    names: Names<'p>,
+    /// The process start (ns), the origin of `function` tracer timestamps.
+    start_ns: u64,
+    stacks: Vec<Vec<Frame>>,
+    /// `(-F selects, -N hides)` per function.
+    matches: HashMap<u32, (bool, bool)>,
+    /// Events seen.
+    pub events: u64,
+}
+
+impl<'s, 'p> ProcessView<'s, 'p> {
+    pub fn new(style: &'s Style, process: &'p Process, threads: usize, demangle: bool) -> Self {
+        ProcessView {
+            style,
+            names: Names::new(&process.functions, demangle),
+            start_ns: process.info.clock.mono0_ns,
+            stacks: (0..threads).map(|_| Vec::new()).collect(),
+            matches: HashMap::new(),
+            events: 0,
+        }
+    }
+
+    /// Prints every event of `merge`.
+    pub fn run(&mut self, out: &mut impl Write, merge: &mut Merge) -> io::Result<()> {
+        while let Some((i, ev)) = merge.next_event() {
+            self.events += 1;
+            self.event(out, merge, i, ev)?;
+        }
+        Ok(())
+    }
+
+    fn matches(&mut self, fid: u32) -> (bool, bool) {
+        if let Some(&m) = self.matches.get(&fid) {
+            return m;
+        }
+        let (filter, notrace) = (&self.style.filter, &self.style.notrace);
+        let name = self.names.get(fid);
+        let m = (
+            filter.is_empty() || name.matches(filter),
+            !notrace.is_empty() && name.matches(notrace),
+        );
+        self.matches.insert(fid, m);
+        m
+    }
+
+    fn context(&self, i: usize) -> Context {
+        match self.stacks[i].last() {
+            Some(f) => Context {
+                inside: f.inside,
+                hidden: f.hidden,
+                level: f.level,
+            },
+            None => Context {
+                inside: self.style.filter.is_empty(),
+                hidden: false,
+                level: 0,
+            },
+        }
+    }
+
+    /// Whether a call of `fid` in context `ctx` is shown: inside `-F`, and
+    /// not under `-N`.
+    fn shown(&mut self, ctx: Context, fid: u32) -> (bool, bool, bool) {
+        let (selected, hides) = self.matches(fid);
+        let inside = ctx.inside || selected;
+        let hidden = ctx.hidden || hides;
+        (inside && !hidden, inside, hidden)
+    }
+
+    fn event(&mut self, out: &mut impl Write, merge: &mut Merge, i: usize, ev: Event) -> io::Result<()> {
+        let tid = merge.tid(i);
+        let ctx = self.context(i);
+        match ev.kind {
+            EventKind::Entry => {
+                let (shown, inside, hidden) = self.shown(ctx, ev.fid);
+                if shown {
+                    let leaf = merge
+                        .peek(i)
+                        .is_some_and(|next| next.kind == EventKind::Exit && next.fid == ev.fid);
+                    if leaf {
+                        let exit = merge.take(i).map_or(ev.ns, |e| e.ns);
+                        self.events += 1;
+                        let text = format!("{};", called(self.names.shown(ev.fid)));
+                        return self.line(out, tid, Some(exit.saturating_sub(ev.ns)), ctx.level, &text);
+                    }
+                    let text = format!("{} {{", called(self.names.shown(ev.fid)));
+                    self.line(out, tid, None, ctx.level, &text)?;
+                }
+                self.stacks[i].push(Frame {
+                    fid: ev.fid,
+                    start_ns: ev.ns,
+                    inside,
+                    hidden,
+                    shown,
+                    level: ctx.level + usize::from(shown),
+                });
+                Ok(())
+            }
+            EventKind::Exit => self.close(out, i, tid, ev, false),
+            EventKind::Unwind => self.close(out, i, tid, ev, true),
+            EventKind::EntryCaller(caller) => {
+                if !self.shown(ctx, ev.fid).0 {
+                    return Ok(());
+                }
+                let rel = ev.ns.saturating_sub(self.start_ns);
+                let stamp = format!("{}.{:06}", rel / 1_000_000_000, rel % 1_000_000_000 / 1000);
+                let name = self.names.shown(ev.fid).to_string();
+                let from = self.names.address(caller);
+                let w = self.style.width;
+                writeln!(out, " {tid:>w$})  {stamp:>13}: {name} <-{from}")
+            }
+            EventKind::Call { dur_ns } => {
+                if !self.shown(ctx, ev.fid).0 {
+                    return Ok(());
+                }
+                let text = format!("}} /* {} */", self.names.shown(ev.fid));
+                self.line(out, tid, Some(dur_ns), ctx.level, &text)
+            }
+            EventKind::Lost(n) => {
+                let what = match n {
+                    0 => "--- events lost (chunks missing) ---".to_string(),
+                    1 => "--- 1 event lost ---".to_string(),
+                    n => format!("--- {n} events lost ---"),
+                };
+                let w = self.style.width;
+                let (on, off) = self.paint('*');
+                writeln!(out, " {tid:>w$}) {on}{what}{off}")
+            }
+            EventKind::Mark(on) => {
+                let text = if on { "/* trace_on */" } else { "/* trace_off */" };
+                self.line(out, tid, None, ctx.level, text)
+            }
+        }
+    }
+
+    /// An exit or unwind of `ev.fid`: closes its call. Calls opened after
+    /// it that never returned are closed as unwound; an exit without its
+    /// entry (tracing began inside the call) prints without a duration.
+    fn close(
+        &mut self,
+        out: &mut impl Write,
+        i: usize,
+        tid: u32,
+        ev: Event,
+        unwound: bool,
+    ) -> io::Result<()> {
+        let Some(pos) = self.stacks[i].iter().rposition(|f| f.fid == ev.fid) else {
+            let ctx = self.context(i);
+            if self.shown(ctx, ev.fid).0 {
+                let text = self.closing(ev.fid, unwound);
+                self.line(out, tid, None, ctx.level, &text)?;
+            }
+            return Ok(());
+        };
+        while self.stacks[i].len() > pos {
+            let Some(frame) = self.stacks[i].pop() else { break };
+            if frame.shown {
+                let this = self.stacks[i].len() == pos;
+                let text = self.closing(frame.fid, unwound || !this);
+                let dur = ev.ns.saturating_sub(frame.start_ns);
+                self.line(out, tid, Some(dur), frame.level - 1, &text)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn closing(&mut self, fid: u32, unwound: bool) -> String {
+        let name = self.names.shown(fid);
+        if unwound {
+            format!("}} /* {name} (unwound) */")
+        } else {
+            format!("}} /* {name} */")
+        }
+    }
+
+    /// One graph line: TID, duration (or blank), indentation, text.
+    fn line(
+        &self,
+        out: &mut impl Write,
+        tid: u32,
+        dur: Option<u64>,
+        level: usize,
+        text: &str,
+    ) -> io::Result<()> {
+        let w = self.style.width;
+        let indent = level * 2;
+        match dur {
+            None => writeln!(out, " {tid:>w$})               |  {:indent$}{text}", ""),
+            Some(ns) => {
+                let m = mark(ns);
+                let (on, off) = self.paint(m);
+                writeln!(
+                    out,
+                    " {tid:>w$}) {on}{m} {}{off}|  {:indent$}{text}",
+                    graph_duration(ns),
+                    ""
+                )
+            }
+        }
+    }
+
+    /// The colour escapes around a duration with mark `m`.
+    fn paint(&self, m: char) -> (&'static str, &'static str) {
+        if !self.style.color {
+            return ("", "");
+        }
+        match m {
+            '+' | '!' => ("\x1b[33m", "\x1b[0m"),
+            '#' | '*' => ("\x1b[31m", "\x1b[0m"),
+            '@' | '$' => ("\x1b[1;31m", "\x1b[0m"),
+            _ => ("", ""),
+        }
+    }
+}
+
+/// A function as called: `name()`, or the demangled name as it is when it
+/// has its parameters (`ns::f(int)`).
+fn called(name: &str) -> String {
+    if name.contains('(') {
+        name.to_string()
+    } else {
+        format!("{name}()")
+    }
+}

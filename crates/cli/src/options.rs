@@ -1,0 +1,209 @@
+//! Options shared by several subcommands, checked at the edge: the record
+//! options (`record`, `live`) and the display options (`replay`, `live`).
+//! Every value is validated by clap's parser so that a bad one is a
+//! one-line usage error.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use fntrace_sites::filter::Filter;
+
+use crate::cmd::record::{Options, Request};
+use crate::units::{parse_duration, parse_size};
+
+/// The tracers (`--tracer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Tracer {
+    /// Every call's entry and exit, shown as a call graph (the default).
+    #[value(name = "function_graph")]
+    FunctionGraph,
+    /// Function entries with their callers, like the kernel's `function`.
+    #[value(name = "function")]
+    Function,
+    /// Per-function counts and times only, kept in memory.
+    #[value(name = "profile")]
+    Profile,
+}
+
+impl Tracer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tracer::FunctionGraph => "function_graph",
+            Tracer::Function => "function",
+            Tracer::Profile => "profile",
+        }
+    }
+}
+
+/// The options of `record` and `live` that say what to record.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RecordFlags {
+    /// Trace only these functions (ftrace filter syntax: name, glob*, !name, PATTERN:mod:MODULE); repeatable.
+    #[arg(short = 'F', long = "filter", value_name = "PATTERN", value_parser = pattern)]
+    filter: Vec<String>,
+    /// Do not trace these functions (nor what they call); repeatable.
+    #[arg(short = 'N', long = "notrace", value_name = "PATTERN", value_parser = pattern)]
+    notrace: Vec<String>,
+    /// FUNC@ACTION[,ACTION...]: when FUNC is entered, do ACTION (trace_on, trace_off, depth=N); repeatable.
+    #[arg(short = 'T', long = "trigger", value_name = "TRIGGER", value_parser = trigger)]
+    trigger: Vec<String>,
+    /// Record calls nested at most N deep.
+    #[arg(short = 'D', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    depth: Option<u32>,
+    /// Keep only calls at least this long (100ns, 2us, 1.5ms, 1s; a bare number is ns).
+    #[arg(short = 't', long = "time-filter", value_name = "DURATION", value_parser = parse_duration)]
+    time_filter: Option<u64>,
+    /// Trace only inside these functions (the kernel's set_graph_function); repeatable.
+    #[arg(long = "graph-function", value_name = "FUNC", value_parser = pattern)]
+    graph_function: Vec<String>,
+    /// What to record.
+    #[arg(long, value_enum, default_value = "function_graph")]
+    tracer: Tracer,
+    /// Buffer size per thread (bytes, or 512K, 4M).
+    #[arg(long = "buffer-size", value_name = "SIZE", value_parser = parse_size)]
+    buffer_size: Option<u64>,
+    /// Keep only the last SIZE of events per thread, written at exit (no streaming).
+    #[arg(long = "flight-recorder", value_name = "SIZE", value_parser = parse_size)]
+    flight_recorder: Option<u64>,
+    /// Run the command even if it has no patchable sites (its libraries may have).
+    #[arg(long)]
+    force: bool,
+}
+
+impl RecordFlags {
+    /// The request to record `command` into `output`.
+    pub fn into_request(self, command: Vec<OsString>, output: PathBuf) -> Request {
+        Request {
+            output,
+            tracer: self.tracer,
+            options: Options {
+                filter: self.filter,
+                notrace: self.notrace,
+                triggers: self.trigger,
+                depth: self.depth,
+                time_filter_ns: self.time_filter,
+                graph_functions: self.graph_function,
+                buffer_size: self.buffer_size,
+                flight_recorder: self.flight_recorder,
+                force: self.force,
+            },
+            command,
+        }
+    }
+}
+
+/// When to colour the output (`--color`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+impl Color {
+    /// Whether to colour standard output: `auto` colours a terminal unless
+    /// `NO_COLOR` is set.
+    pub fn enabled(self) -> bool {
+        use std::io::IsTerminal;
+        match self {
+            Color::Always => true,
+            Color::Never => false,
+            Color::Auto => {
+                std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+            }
+        }
+    }
+}
+
+/// How `replay` and `live` show a trace.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DisplayFlags {
+    /// Show only these threads; repeatable.
+    #[arg(long = "tid", value_name = "TID")]
+    pub tid: Vec<u32>,
+    /// Colour durations by their mark.
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
+    pub color: Color,
+    /// Show symbol names as recorded (mangled).
+    #[arg(long)]
+    pub no_demangle: bool,
+}
+
+/// A function pattern for the runtime: valid ftrace filter syntax, without
+/// the characters that separate patterns in `FNTRACE_*` variables.
+pub fn pattern(text: &str) -> Result<String, String> {
+    if text.contains(|c: char| c == ',' || c == ';' || c.is_whitespace()) {
+        return Err(format!(
+            "pattern '{text}' contains a comma, semicolon or space (patterns are globs: use '?' or '*')"
+        ));
+    }
+    Filter::parse(&[text]).map_err(|e| e.to_string())?;
+    Ok(text.to_string())
+}
+
+/// A pattern for a reader (`replay -F`): valid ftrace filter syntax.
+pub fn filter_pattern(text: &str) -> Result<String, String> {
+    Filter::parse(&[text]).map_err(|e| e.to_string())?;
+    Ok(text.to_string())
+}
+
+/// A trigger `FUNC@ACTION[,ACTION...]` with actions `trace_on`,
+/// `trace_off`, `depth=N` (N >= 1).
+pub fn trigger(text: &str) -> Result<String, String> {
+    let bad = |why: &str| {
+        format!("bad trigger '{text}': {why} (expected FUNC@ACTION[,ACTION...] with trace_on, trace_off, depth=N)")
+    };
+    let (function, actions) = text.rsplit_once('@').ok_or_else(|| bad("no '@'"))?;
+    if function.is_empty() {
+        return Err(bad("no function"));
+    }
+    pattern(function).map_err(|e| bad(&e))?;
+    if actions.is_empty() {
+        return Err(bad("no action"));
+    }
+    for action in actions.split(',') {
+        match action.split_once('=') {
+            None if action == "trace_on" || action == "trace_off" => {}
+            Some(("depth", n)) if n.parse::<u32>().is_ok_and(|n| n >= 1) && !n.starts_with('+') => {}
+            Some(("depth", _)) => return Err(bad("depth=N needs a number N >= 1")),
+            _ => return Err(bad(&format!("unknown action '{action}'"))),
+        }
+    }
+    Ok(text.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn triggers() {
+        assert!(trigger("main@trace_off").is_ok());
+        assert!(trigger("work*@trace_on,depth=3").is_ok());
+        for bad in [
+            "main",
+            "@trace_on",
+            "main@",
+            "main@trace",
+            "main@depth=0",
+            "main@depth=x",
+            "main@depth=+1",
+            "main@trace_on,",
+            "a b@trace_on",
+            "a;b@trace_on",
+            "[@trace_on",
+        ] {
+            assert!(trigger(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn patterns() {
+        assert!(pattern("foo*").is_ok());
+        assert!(pattern("!foo:mod:libm").is_ok());
+        assert!(pattern("a,b").is_err());
+        assert!(pattern("f(int, int)").is_err());
+        assert!(pattern("[").is_err());
+        assert!(pattern("").is_err());
+    }
+}

@@ -1,0 +1,195 @@
+//! What the readers share: opening a data directory, damage notes, function
+//! names (demangled once, matched against filters), command lines and
+//! wall-clock times.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use fntrace_format::read::{self, Functions, Process, Trace};
+use fntrace_sites::demangle;
+use fntrace_sites::filter::{Filter, Names as FilterNames};
+
+/// Opens the data directory `dir`; the error is one line naming it.
+pub fn open(dir: &Path) -> anyhow::Result<Trace> {
+    Ok(read::open(dir)?)
+}
+
+/// Prints damage notes on stderr, one line each.
+pub fn warn_damage<S: AsRef<str>>(notes: &[S]) {
+    for note in notes {
+        eprintln!("fntrace: warning: {}", note.as_ref());
+    }
+}
+
+/// The processes to read, with the threads asked for (`--tid`, all when
+/// empty); processes left with no thread are left out.
+pub fn select<'t>(trace: &'t Trace, tids: &[u32]) -> Vec<(&'t Process, Vec<u32>)> {
+    trace
+        .processes
+        .iter()
+        .filter_map(|p| {
+            let threads: Vec<u32> = p
+                .tids
+                .iter()
+                .copied()
+                .filter(|t| tids.is_empty() || tids.contains(t))
+                .collect();
+            (!threads.is_empty()).then_some((p, threads))
+        })
+        .collect()
+}
+
+/// Fails when threads were asked for (`--tid`) and the trace has none of
+/// them.
+pub fn check_tids(trace: &Trace, tids: &[u32]) -> anyhow::Result<()> {
+    let known = |t: &u32| trace.processes.iter().any(|p| p.tids.contains(t));
+    if !tids.is_empty() && !tids.iter().any(known) {
+        let list: Vec<String> = tids.iter().map(u32::to_string).collect();
+        anyhow::bail!(
+            "{}: no thread {} in the trace",
+            trace.dir.display(),
+            list.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// A process's command line, for headings.
+pub fn command_line(process: &Process) -> String {
+    if process.info.argv.is_empty() {
+        process.info.exe.clone()
+    } else {
+        process.info.argv.join(" ")
+    }
+}
+
+/// One function's names.
+pub struct Name {
+    /// What is shown: demangled, or the symbol with `--no-demangle`.
+    pub shown: String,
+    symbol: String,
+    demangled: String,
+    base: Option<String>,
+    module: String,
+}
+
+impl Name {
+    /// Whether `filter` selects this function.
+    pub fn matches(&self, filter: &Filter) -> bool {
+        filter.selects(&FilterNames {
+            symbol: &self.symbol,
+            demangled: &self.demangled,
+            base: self.base.as_deref(),
+            module: &self.module,
+        })
+    }
+}
+
+/// The names of one process's functions, made on first use.
+pub struct Names<'p> {
+    functions: &'p Functions,
+    demangle: bool,
+    cache: HashMap<u32, Name>,
+}
+
+impl<'p> Names<'p> {
+    pub fn new(functions: &'p Functions, demangle: bool) -> Names<'p> {
+        Names {
+            functions,
+            demangle,
+            cache: HashMap::new(),
+        }
+    }
+
+    /// The names of function `fid`.
+    pub fn get(&mut self, fid: u32) -> &Name {
+        let (functions, wanted) = (self.functions, self.demangle);
+        self.cache.entry(fid).or_insert_with(|| {
+            let symbol = functions.name(fid);
+            let module = functions
+                .get(fid)
+                .map_or_else(String::new, |f| file_name(&f.module).to_string());
+            let demangled = demangle::demangle(&symbol);
+            Name {
+                shown: if wanted { demangled.clone() } else { symbol.clone() },
+                base: demangle::demangle_without_params(&symbol),
+                symbol,
+                demangled,
+                module,
+            }
+        })
+    }
+
+    /// What is shown for function `fid`.
+    pub fn shown(&mut self, fid: u32) -> &str {
+        &self.get(fid).shown
+    }
+
+    /// A return address as `function+0xoffset`, or the address itself.
+    pub fn address(&mut self, addr: u64) -> String {
+        match caller(self.functions, addr) {
+            Some(fid) => {
+                let off = addr - self.functions.get(fid).map_or(addr, |f| f.address);
+                format!("{}+{off:#x}", self.shown(fid))
+            }
+            None => format!("{addr:#x}"),
+        }
+    }
+}
+
+/// The function a return address `addr` is in: the one holding `addr - 1`,
+/// since a call to a function that does not return (`longjmp`, `abort`)
+/// can be the last instruction of its caller.
+pub fn caller(functions: &Functions, addr: u64) -> Option<u32> {
+    functions.by_address(addr.checked_sub(1)?).map(|(f, _)| f.fid)
+}
+
+/// The last component of a path.
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// A Unix time in nanoseconds as UTC, ISO 8601: `2024-03-01T12:34:56.789Z`.
+pub fn utc(unix_ns: u64) -> String {
+    let secs = unix_ns / 1_000_000_000;
+    let millis = unix_ns % 1_000_000_000 / 1_000_000;
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let rem = secs % 86_400;
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day count from 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(59), (1970, 3, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(utc(1_709_296_496_789_000_000), "2024-03-01T12:34:56.789Z");
+    }
+}

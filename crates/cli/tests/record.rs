@@ -1,0 +1,324 @@
+//! `fntrace record` and `fntrace live`: checks at the edge, the data
+//! directory (info.json, DIR.old), the environment given to the runtime,
+//! and the command's exit status passed on. Most tests preload a stand-in
+//! for the runtime (`FNTRACE_RUNTIME`), so they need neither the runtime
+//! nor an instrumented program; the last one runs the real runtime when
+//! it is built.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+use common::{assert_fails, cc, fntrace, fntrace_output, Work};
+
+/// `fntrace ARGS...` run in `dir` with `FNTRACE_RUNTIME` set to `runtime`.
+fn record_in(dir: &Path, runtime: &Path, args: &[&str]) -> Output {
+    fntrace()
+        .args(args)
+        .current_dir(dir)
+        .env("FNTRACE_RUNTIME", runtime)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run fntrace")
+}
+
+/// A file that stands in for the runtime: the dynamic loader cannot load
+/// it, says so and goes on.
+fn fake_runtime(work: &Work) -> PathBuf {
+    let path = work.path("libfake.so");
+    std::fs::write(&path, b"not a library").unwrap();
+    path
+}
+
+fn info_json(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("info.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn command_not_found() {
+    let out = fntrace_output(&["record", "--", "/nonexistent"]);
+    assert_fails(&out, 127, "/nonexistent: command not found");
+    let out = fntrace_output(&["record", "no-such-command-fntrace"]);
+    assert_fails(&out, 127, "no-such-command-fntrace: command not found");
+    let work = Work::new("record-not-found");
+    let text = work.path("notes.txt");
+    std::fs::write(&text, "not a program\n").unwrap();
+    let out = fntrace_output(&["record", text.to_str().unwrap()]);
+    assert_fails(&out, 126, "notes.txt: permission denied");
+    std::fs::set_permissions(&text, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = record_in(
+        &work.dir,
+        &fake_runtime(&work),
+        &["record", "--force", "./notes.txt"],
+    );
+    assert_eq!(out.status.code(), Some(126));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("notes.txt: cannot execute: "));
+}
+
+#[test]
+fn program_without_sites() {
+    let work = Work::new("record-nosites");
+    let src = work.path("plain.c");
+    std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
+    let exe = work.path("plain");
+    cc(
+        "gcc",
+        &["-O2", src.to_str().unwrap(), "-o", exe.to_str().unwrap()],
+    );
+    let out = fntrace_output(&["record", "--", exe.to_str().unwrap()]);
+    assert_fails(&out, 1, "no patchable sites (build it with gcc -pg -mfentry");
+    assert!(!work.path("fntrace.data").exists());
+}
+
+#[test]
+fn bad_options_are_usage_errors() {
+    for (args, what) in [
+        (&["-T", "main"][..], "bad trigger 'main'"),
+        (&["-T", "main@trace_maybe"][..], "unknown action 'trace_maybe'"),
+        (&["-T", "main@depth=0"][..], "depth=N"),
+        (&["-t", "5 parsecs"][..], "bad duration"),
+        (&["-t", "1.5ns"][..], "bad duration"),
+        (&["--buffer-size", "0"][..], "bad size"),
+        (&["--flight-recorder", "4T"][..], "bad size"),
+        (&["-F", "a,b"][..], "comma"),
+        (&["-D", "0"][..], "--depth"),
+        (&["--tracer", "irq"][..], "--tracer"),
+    ] {
+        let mut all = vec!["record"];
+        all.extend(args);
+        all.extend(["--", "true"]);
+        let out = fntrace_output(&all);
+        assert_fails(&out, 2, what);
+    }
+    let out = fntrace_output(&["record"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn exit_status_and_info_json() {
+    let work = Work::new("record-exit");
+    let runtime = fake_runtime(&work);
+    let out = record_in(
+        &work.dir,
+        &runtime,
+        &["record", "--force", "-D", "5", "-t", "2us", "sh", "-c", "exit 3"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("fntrace: warning: nothing was recorded in fntrace.data"),
+        "{stderr}"
+    );
+    let info = info_json(&work.path("fntrace.data"));
+    assert_eq!(info["version"], 1);
+    assert_eq!(info["command"], serde_json::json!(["sh", "-c", "exit 3"]));
+    assert_eq!(info["tracer"], "function_graph");
+    assert_eq!(info["exit_status"], 3);
+    assert_eq!(info["signal"], Value::Null);
+    assert_eq!(info["options"]["depth"], 5);
+    assert_eq!(info["options"]["time_filter_ns"], 2000);
+    assert!(info["end_unix_ns"].as_u64().unwrap() >= info["start_unix_ns"].as_u64().unwrap());
+    assert_eq!(info["cwd"], work.dir.to_str().unwrap());
+}
+
+#[test]
+fn killed_by_signal() {
+    let work = Work::new("record-signal");
+    let runtime = fake_runtime(&work);
+    let out = record_in(
+        &work.dir,
+        &runtime,
+        &[
+            "record",
+            "--force",
+            "-o",
+            "sig.data",
+            "--",
+            "sh",
+            "-c",
+            "kill -SEGV $$",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(139));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("fntrace: sh: killed by signal 11 (SIGSEGV)\n"),
+        "{stderr}"
+    );
+    let info = info_json(&work.path("sig.data"));
+    assert_eq!(info["signal"], 11);
+    assert_eq!(info["exit_status"], Value::Null);
+}
+
+#[test]
+fn environment_for_the_runtime() {
+    let work = Work::new("record-env");
+    let runtime = fake_runtime(&work);
+    let out = fntrace()
+        .args([
+            "record",
+            "--force",
+            "-F",
+            "main",
+            "-F",
+            "work_*",
+            "-N",
+            "log",
+            "-T",
+            "main@trace_on,depth=2",
+        ])
+        .args([
+            "-T",
+            "f@trace_off",
+            "--graph-function",
+            "g",
+            "-D",
+            "3",
+            "-t",
+            "1.5ms",
+            "--tracer",
+            "function",
+        ])
+        .args([
+            "--buffer-size",
+            "512K",
+            "--flight-recorder",
+            "4M",
+            "--",
+            "sh",
+            "-c",
+            "env | grep -E '^(FNTRACE|LD_PRELOAD)' | sort",
+        ])
+        .current_dir(&work.dir)
+        .env("FNTRACE_RUNTIME", &runtime)
+        .env("LD_PRELOAD", "")
+        .env("FNTRACE_STALE", "x")
+        .env("FNTRACE_DEPTH", "99")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let env = String::from_utf8(out.stdout).unwrap();
+    let data = work.path("fntrace.data");
+    let expected = format!(
+        "FNTRACE_BUFFER_SIZE=524288\nFNTRACE_DATA={}\nFNTRACE_DEPTH=3\nFNTRACE_FILTER=main,work_*\n\
+         FNTRACE_FLIGHT=4194304\nFNTRACE_GRAPH_FUNCTION=g\nFNTRACE_NOTRACE=log\nFNTRACE_RUNTIME={}\n\
+         FNTRACE_STALE=x\nFNTRACE_TIME_FILTER=1500000\nFNTRACE_TRACER=function\n\
+         FNTRACE_TRIGGERS=main@trace_on,depth=2;f@trace_off\nLD_PRELOAD={}\n",
+        data.display(),
+        runtime.display(),
+        runtime.display()
+    );
+    assert_eq!(env, expected);
+}
+
+#[test]
+fn old_data_directory_is_kept() {
+    let work = Work::new("record-old");
+    let runtime = fake_runtime(&work);
+    for code in ["1", "2", "3"] {
+        let out = record_in(
+            &work.dir,
+            &runtime,
+            &["record", "--force", "sh", "-c", &format!("exit {code}")],
+        );
+        assert_eq!(out.status.code(), Some(code.parse().unwrap()));
+    }
+    assert_eq!(info_json(&work.path("fntrace.data"))["exit_status"], 3);
+    assert_eq!(info_json(&work.path("fntrace.data.old"))["exit_status"], 2);
+    // Anything else in the way is left alone.
+    std::fs::create_dir_all(work.path("mine")).unwrap();
+    std::fs::write(work.path("mine/notes.txt"), "keep").unwrap();
+    let out = record_in(&work.dir, &runtime, &["record", "--force", "-o", "mine", "true"]);
+    assert_fails(&out, 1, "mine exists and is not a fntrace data directory");
+    assert!(work.path("mine/notes.txt").exists());
+}
+
+#[test]
+fn missing_runtime() {
+    let work = Work::new("record-no-runtime");
+    let out = record_in(&work.dir, &work.path("nope.so"), &["record", "--force", "true"]);
+    assert_fails(&out, 1, "FNTRACE_RUNTIME=");
+    assert!(!work.path("fntrace.data").exists());
+}
+
+#[test]
+fn live_runs_records_replays_and_cleans_up() {
+    let work = Work::new("live-exit");
+    let runtime = fake_runtime(&work);
+    let out = record_in(
+        &work.dir,
+        &runtime,
+        &[
+            "live",
+            "--force",
+            "--color",
+            "never",
+            "sh",
+            "-c",
+            "echo hello; exit 4",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no process was recorded"), "{stderr}");
+    let out = fntrace_output(&["live", "--", "/nonexistent"]);
+    assert_fails(&out, 127, "command not found");
+}
+
+/// With the real runtime: a program built with `-pg -mfentry` exits 3, and
+/// `record` passes that on and keeps it in `info.json`.
+#[test]
+fn real_runtime_exit_status() {
+    let runtime = Path::new(env!("CARGO_BIN_EXE_fntrace")).with_file_name("libfntrace_runtime.so");
+    if !runtime.is_file() {
+        eprintln!(
+            "skipped: {} is not built (cargo build --workspace)",
+            runtime.display()
+        );
+        return;
+    }
+    let work = Work::new("record-real");
+    let src = work.path("three.c");
+    std::fs::write(
+        &src,
+        "int work(int x) { return x + 1; }\nint main(void) { return work(2); }\n",
+    )
+    .unwrap();
+    let exe = work.path("three");
+    cc(
+        "gcc",
+        &[
+            "-O0",
+            "-pg",
+            "-mfentry",
+            "-mrecord-mcount",
+            src.to_str().unwrap(),
+            "-o",
+            exe.to_str().unwrap(),
+        ],
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_fntrace"))
+        .args(["record", "--", "./three"])
+        .current_dir(&work.dir)
+        .env_remove("FNTRACE_RUNTIME")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info = info_json(&work.path("fntrace.data"));
+    assert_eq!(info["exit_status"], 3);
+    assert_eq!(info["command"], serde_json::json!(["./three"]));
+}

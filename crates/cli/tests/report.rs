@@ -1,0 +1,197 @@
+//! `fntrace report` and `fntrace graph` on synthetic data directories:
+//! counts and times checked number by number through `--json`, the text
+//! forms against `tests/expected/`.
+
+mod common;
+
+use serde_json::Value;
+
+use common::scenarios;
+use common::tracedata::expect_file;
+use common::{assert_fails, fntrace_output, Work};
+
+/// `fntrace ARGS...`: must succeed; returns stdout and stderr.
+fn run(args: &[&str]) -> (String, String) {
+    let out = fntrace_output(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    (String::from_utf8(out.stdout).unwrap(), stderr)
+}
+
+/// `report --json`: `(name, [calls, total, self, min, max, avg])` rows.
+fn report(args: &[&str]) -> Vec<(String, [u64; 6])> {
+    let mut all = vec!["report", "--json"];
+    all.extend(args);
+    let (out, _) = run(&all);
+    let json: Value = serde_json::from_str(&out).expect("JSON");
+    json.as_array()
+        .expect("array")
+        .iter()
+        .map(|r| {
+            let n = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k} in {r}"));
+            (
+                r["name"].as_str().unwrap().to_string(),
+                [
+                    n("calls"),
+                    n("total_ns"),
+                    n("self_ns"),
+                    n("min_ns"),
+                    n("max_ns"),
+                    n("avg_ns"),
+                ],
+            )
+        })
+        .collect()
+}
+
+fn row<'a>(rows: &'a [(String, [u64; 6])], name: &str) -> &'a [u64; 6] {
+    &rows
+        .iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("{name} in {rows:?}"))
+        .1
+}
+
+#[test]
+fn nested_calls_and_threads() {
+    let work = Work::new("report-threads");
+    let d = scenarios::threads(&work);
+    let rows = report(&[d.path()]);
+    let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "slow",
+            "main",
+            "child_work",
+            "b",
+            "ns::worker(int)",
+            "jumper",
+            "deep",
+            "a",
+            "leaf"
+        ]
+    );
+    // main: 150 us in p100, 40 us in p200 (same name, two images).
+    assert_eq!(
+        row(&rows, "main"),
+        &[2, 190_000, 138_000, 40_000, 150_000, 95_000]
+    );
+    assert_eq!(row(&rows, "a"), &[1, 2000, 1510, 2000, 2000, 2000]);
+    // The unwound call counts up to its UNWIND; the unfinished leaf (0 ns
+    // long, at the end of thread 101) counts too.
+    assert_eq!(row(&rows, "deep"), &[1, 2500, 2500, 2500, 2500, 2500]);
+    assert_eq!(row(&rows, "leaf"), &[5, 690, 690, 0, 300, 138]);
+    assert_eq!(
+        row(&rows, "ns::worker(int)"),
+        &[2, 12_500, 12_400, 1000, 11_500, 6250]
+    );
+
+    let by_calls = report(&["--sort", "calls", d.path()]);
+    assert_eq!(by_calls[0].0, "leaf");
+    let by_name = report(&["-s", "name", d.path()]);
+    assert_eq!(by_name[0].0, "a");
+    let by_self = report(&["--sort", "self", d.path()]);
+    assert_eq!(by_self[1].0, "main");
+
+    let tid = report(&["--tid", "101", d.path()]);
+    let names: Vec<&str> = tid.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["slow", "ns::worker(int)", "leaf"]);
+    let raw = report(&["--no-demangle", "--tid", "101", d.path()]);
+    assert_eq!(raw[1].0, "_ZN2ns6workerEi");
+
+    let (text, err) = run(&["report", d.path()]);
+    assert_eq!(err, "");
+    expect_file("report_threads.txt", &text);
+}
+
+#[test]
+fn recursion_counts_outermost_calls() {
+    let work = Work::new("report-recursion");
+    let d = scenarios::recursion(&work);
+    let rows = report(&[d.path()]);
+    // fact: 100..600 holding 200..500 holding 300..400, then 700..710.
+    assert_eq!(row(&rows, "fact"), &[4, 510, 490, 10, 500, 227]);
+    assert_eq!(row(&rows, "main"), &[1, 1000, 490, 1000, 1000, 1000]);
+    assert_eq!(row(&rows, "helper"), &[1, 20, 20, 20, 20, 20]);
+    let (text, _) = run(&["graph", d.path(), "fact"]);
+    expect_file("graph_recursion.txt", &text);
+}
+
+#[test]
+fn time_filter_calls_nest_by_time() {
+    let work = Work::new("report-time-filter");
+    let d = scenarios::time_filter(&work);
+    let rows = report(&[d.path()]);
+    assert_eq!(
+        row(&rows, "main"),
+        &[1, 1_990_000, 1_925_000, 1_990_000, 1_990_000, 1_990_000]
+    );
+    assert_eq!(row(&rows, "worker"), &[1, 50_000, 30_000, 50_000, 50_000, 50_000]);
+    assert_eq!(row(&rows, "leafy"), &[2, 35_000, 35_000, 15_000, 20_000, 17_500]);
+    let (text, _) = run(&["graph", d.path()]);
+    expect_file("graph_time_filter.txt", &text);
+}
+
+#[test]
+fn profile_table() {
+    let work = Work::new("report-profile");
+    let d = scenarios::profile(&work);
+    let rows = report(&[d.path()]);
+    assert_eq!(
+        rows,
+        [
+            (
+                "main".to_string(),
+                [1, 900_000, 100_000, 900_000, 900_000, 900_000]
+            ),
+            (
+                "work".to_string(),
+                [4, 800_000, 800_000, 150_000, 250_000, 200_000]
+            ),
+        ]
+    );
+}
+
+#[test]
+fn function_tracer_counts_calls_and_callers() {
+    let work = Work::new("report-function");
+    let d = scenarios::function_tracer(&work);
+    let rows = report(&[d.path()]);
+    assert_eq!(row(&rows, "leaf"), &[2, 0, 0, 0, 0, 0]);
+    let (text, _) = run(&["graph", d.path()]);
+    expect_file("graph_function.txt", &text);
+}
+
+#[test]
+fn graph() {
+    let work = Work::new("graph-threads");
+    let d = scenarios::threads(&work);
+    let (text, err) = run(&["graph", d.path()]);
+    assert_eq!(err, "");
+    expect_file("graph_threads.txt", &text);
+    let (one, _) = run(&["graph", d.path(), "ns::*"]);
+    assert!(
+        one.starts_with("ns::worker(int): 2 calls, total 12.500 us, self 12.400 us\n"),
+        "{one}"
+    );
+    assert_eq!(one.lines().filter(|l| !l.starts_with(' ')).count(), 1, "{one}");
+    let out = fntrace_output(&["graph", d.path(), "nothing*"]);
+    assert_fails(&out, 1, "no function");
+}
+
+#[test]
+fn empty_and_missing() {
+    let work = Work::new("report-empty");
+    let d = common::tracedata::DataDir::new(&work, "empty.data");
+    d.info(&["./prog"], "function_graph", 0, 1000);
+    let (out, err) = run(&["report", d.path()]);
+    assert_eq!(out, "");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let (out, _) = run(&["report", "--json", d.path()]);
+    assert_eq!(out.trim(), "[]");
+    let out = fntrace_output(&["report", "/nonexistent/x.data"]);
+    assert_fails(&out, 1, "cannot read");
+    let out = fntrace_output(&["graph", "/nonexistent/x.data"]);
+    assert_fails(&out, 1, "cannot read");
+}
