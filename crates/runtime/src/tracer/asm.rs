@@ -11,7 +11,8 @@
 //! `_Unwind_Resume_or_Rethrow`, `_Unwind_ForcedUnwind`, `pthread_exit`)
 //! call `restore_all` with the caller's stack pointer, then jump to the
 //! real function (found with `dlsym(RTLD_NEXT)`), so the real one sees the
-//! original caller and the original stack.
+//! original caller and the original stack. `__cxa_begin_catch` is wrapped
+//! the same way: at a catch, the surviving frames are hijacked again.
 
 use std::arch::global_asm;
 use std::ffi::c_char;
@@ -24,13 +25,16 @@ use super::thread::{off, SHADOW};
 static FNTRACE_HAS_AVX: AtomicBool = AtomicBool::new(false);
 
 /// Real functions by wrapper index.
-static REAL: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
-const NAMES: [&[u8]; 4] = [
+static REAL: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
+const NAMES: [&[u8]; 5] = [
     b"_Unwind_RaiseException\0",
     b"_Unwind_Resume_or_Rethrow\0",
     b"_Unwind_ForcedUnwind\0",
     b"pthread_exit\0",
+    b"__cxa_begin_catch\0",
 ];
+/// The wrapper index of `__cxa_begin_catch`.
+const CATCH: usize = 4;
 
 /// Reads the CPU features the trampoline needs.
 pub fn setup() {
@@ -90,7 +94,11 @@ pub fn tls_set(v: usize) {
 
 /// Puts the return addresses back, and gives the real function `which`.
 extern "C" fn prepare_unwind(which: usize, sp: usize) -> usize {
-    graph::restore_all(sp);
+    if which == CATCH {
+        graph::catch(sp);
+    } else {
+        graph::restore_all(sp);
+    }
     let which = which.min(NAMES.len() - 1);
     let mut real = REAL[which].load(Ordering::Relaxed);
     if real == 0 {
@@ -363,3 +371,4 @@ unwind_wrapper!(_Unwind_RaiseException, 0);
 unwind_wrapper!(_Unwind_Resume_or_Rethrow, 1);
 unwind_wrapper!(_Unwind_ForcedUnwind, 2);
 unwind_wrapper!(pthread_exit, 3);
+unwind_wrapper!(__cxa_begin_catch, 4);

@@ -22,6 +22,8 @@ pub const TRACE_ON: u8 = 4;
 pub const TRACE_OFF: u8 = 8;
 /// Trigger `depth=N`.
 pub const DEPTH: u8 = 16;
+/// A `--notrace` function (hidden with its callees).
+pub const NOTRACE: u8 = 32;
 
 /// An id no function has (a site outside any symbol).
 pub const NO_FID: u32 = fntrace_format::event::MAX_FID;
@@ -109,7 +111,7 @@ pub fn parse_triggers(text: &str) -> Result<Vec<Trigger>, String> {
 }
 
 /// Rebuilds and publishes the table from the state's modules.
-pub fn publish(state: &State, graph: &Filter, triggers: &[Trigger]) {
+pub fn publish(state: &State, graph: &Filter, notrace: &Filter, triggers: &[Trigger]) {
     let n = state.functions.len();
     let mut table = Table {
         flags: vec![0; n],
@@ -124,7 +126,7 @@ pub fn publish(state: &State, graph: &Filter, triggers: &[Trigger]) {
             }
         }
         let Some(core) = core else { continue };
-        if graph.is_empty() && triggers.is_empty() {
+        if graph.is_empty() && notrace.is_empty() && triggers.is_empty() {
             continue;
         }
         let first = module.fid_base as usize;
@@ -143,6 +145,9 @@ pub fn publish(state: &State, graph: &Filter, triggers: &[Trigger]) {
             };
             if !graph.is_empty() && graph.selects(&names) {
                 table.flags[fid] |= GRAPH;
+            }
+            if !notrace.is_empty() && notrace.selects(&names) {
+                table.flags[fid] |= NOTRACE;
             }
             for t in triggers {
                 if t.filter.selects(&names) {

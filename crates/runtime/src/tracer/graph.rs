@@ -13,8 +13,8 @@
 
 use fntrace_format::event::Kind;
 
-use super::fids::{self, DEPTH, GRAPH, HAS_EXIT, TRACE_OFF, TRACE_ON};
-use super::thread::{self, Frame, Thread, F_DEPTH, F_GRAPH, F_HIJACKED, F_RESTORED, SHADOW};
+use super::fids::{self, DEPTH, GRAPH, HAS_EXIT, NOTRACE, TRACE_OFF, TRACE_ON};
+use super::thread::{self, Frame, Thread, F_DEPTH, F_GRAPH, F_HIJACKED, F_NOTRACE, F_RESTORED, SHADOW};
 use super::{clock, config, profile, Tracer};
 use crate::ops::RawOps;
 use crate::routines::Regs;
@@ -125,7 +125,7 @@ unsafe fn enter_frame(t: &mut Thread, fid: u32, slot: usize, now: u64) {
     if !triggers(t, fid, now) {
         return;
     }
-    if cfg.has_graph && t.inside == 0 && flags & GRAPH == 0 {
+    if t.hidden > 0 || (cfg.has_graph && t.inside == 0 && flags & GRAPH == 0) {
         return;
     }
     if t.recorded >= t.max_depth {
@@ -155,6 +155,15 @@ unsafe fn enter_frame(t: &mut Thread, fid: u32, slot: usize, now: u64) {
         }
         f.flags |= F_HIJACKED;
     }
+    if flags & NOTRACE != 0 {
+        // Hidden with its callees: a frame only to know when it ends.
+        t.hidden += 1;
+        f.flags |= F_NOTRACE;
+        let depth = t.depth;
+        *t.frame(depth) = f;
+        t.depth += 1;
+        return;
+    }
     if flags & GRAPH != 0 {
         t.inside += 1;
         f.flags |= F_GRAPH;
@@ -177,6 +186,10 @@ unsafe fn enter_frame(t: &mut Thread, fid: u32, slot: usize, now: u64) {
 /// Ends a popped frame: its event, its accounting.
 fn close(t: &mut Thread, f: Frame, kind: Kind, now: u64) {
     let cfg = config();
+    if f.flags & F_NOTRACE != 0 {
+        t.hidden = t.hidden.saturating_sub(1);
+        return;
+    }
     t.recorded = t.recorded.saturating_sub(1);
     if f.flags & F_GRAPH != 0 {
         t.inside = t.inside.saturating_sub(1);
@@ -261,7 +274,40 @@ pub extern "C" fn restore_all(sp: usize) {
                     *p = f.orig;
                 }
             }
-            f.flags |= F_RESTORED;
+        }
+        // Frames with exit sites too: if the exception unwinds them, their
+        // exit happened (cleanups ran), though no exit site saw it.
+        f.flags |= F_RESTORED;
+    }
+    t.busy = was_busy;
+    t.allow_fast();
+}
+
+/// At a catch (`__cxa_begin_catch`, called by the catching frame, whose
+/// stack pointer is `sp`): frames below `sp` were unwound and end now;
+/// the frames above survive, so their returns are hijacked again.
+pub extern "C" fn catch(sp: usize) {
+    let Some(t) = thread::for_return() else { return };
+    let was_busy = t.busy;
+    t.busy = true;
+    let now = clock::now();
+    drop_stale(t, sp, now, false);
+    let handler = handler();
+    for i in 0..t.depth {
+        let f = t.frame(i);
+        if f.flags & F_RESTORED == 0 {
+            continue;
+        }
+        f.flags &= !F_RESTORED;
+        if f.flags & F_HIJACKED != 0 && f.orig != handler {
+            let p = f.slot as *mut usize;
+            // SAFETY: the frame is above the catching frame's stack pointer:
+            // live; its slot holds the real address `restore_all` put back.
+            unsafe {
+                if *p == f.orig {
+                    *p = handler;
+                }
+            }
         }
     }
     t.busy = was_busy;

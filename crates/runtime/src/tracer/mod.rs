@@ -53,6 +53,7 @@ pub struct Config {
     /// graph function, time filter or trigger).
     pub fast: bool,
     graph: Filter,
+    notrace: Filter,
     triggers: Vec<fids::Trigger>,
 }
 
@@ -112,6 +113,16 @@ pub fn start_from_env() -> Result<(), String> {
     let depth: u32 = var("FNTRACE_DEPTH").map_or(Ok(0), |v| v.parse().map_err(|_| "bad FNTRACE_DEPTH"))?;
     let graph_text = var("FNTRACE_GRAPH_FUNCTION").unwrap_or_default();
     let graph = api::parse_filter(&graph_text).map_err(|e| e.to_string())?;
+    let notrace_text = var("FNTRACE_NOTRACE").unwrap_or_default();
+    // function_graph and profile hide a notrace function with its callees
+    // (uftrace's -N); the function tracer, which has no frames, only the
+    // function itself (ftrace's set_ftrace_notrace).
+    let hide_callees = kind != Tracer::Function;
+    let notrace = if hide_callees {
+        api::parse_filter(&notrace_text).map_err(|e| e.to_string())?
+    } else {
+        Filter::default()
+    };
     let triggers = fids::parse_triggers(&var("FNTRACE_TRIGGERS").unwrap_or_default())?;
     let starts_off = triggers.iter().any(|t| t.flags & fids::TRACE_ON != 0);
     let buffer = var("FNTRACE_BUFFER_SIZE").map_or(Ok(4 << 20), |v| parse_size(&v))?;
@@ -139,8 +150,10 @@ pub fn start_from_env() -> Result<(), String> {
             && graph.is_empty()
             && time_filter == 0
             && triggers.is_empty()
+            && notrace.is_empty()
             && var("FNTRACE_SLOW").is_none(),
         graph,
+        notrace,
         triggers,
     });
     let tracer_name = match kind {
@@ -175,6 +188,10 @@ pub fn start_from_env() -> Result<(), String> {
         // Graph functions and trigger functions must be hooked too.
         filter.push(' ');
         filter.push_str(&graph_text);
+        if hide_callees {
+            filter.push(' ');
+            filter.push_str(&notrace_text);
+        }
         for item in var("FNTRACE_TRIGGERS").unwrap_or_default().split(';') {
             if let Some((f, _)) = item.split_once('@') {
                 filter.push(' ');
@@ -182,8 +199,8 @@ pub fn start_from_env() -> Result<(), String> {
             }
         }
     }
-    let notrace = var("FNTRACE_NOTRACE").unwrap_or_default();
-    ops.set_filter(&filter, &notrace).map_err(|e| e.to_string())?;
+    let ops_notrace = if hide_callees { String::new() } else { notrace_text };
+    ops.set_filter(&filter, &ops_notrace).map_err(|e| e.to_string())?;
     if config().fast {
         let generic = crate::routines::routine(crate::routines::Variant {
             role: fntrace_core::Role::Entry,
@@ -229,7 +246,7 @@ pub fn fast_slot(ops: &RawOps, site: &crate::state::Site) -> Option<(usize, usiz
 pub fn on_modules(state: &State) {
     let Some(cfg) = CONFIG.get() else { return };
     FUNCTIONS.store(state.functions.len(), Ordering::Relaxed);
-    fids::publish(state, &cfg.graph, &cfg.triggers);
+    fids::publish(state, &cfg.graph, &cfg.notrace, &cfg.triggers);
     if let Some(s) = session::lock().as_mut() {
         s.take_modules(state);
     }

@@ -38,6 +38,8 @@ pub const F_RESTORED: u32 = 2;
 pub const F_GRAPH: u32 = 4;
 /// The frame set a new depth limit (trigger `depth=N`).
 pub const F_DEPTH: u32 = 8;
+/// A `--notrace` function: not recorded, nor anything it calls.
+pub const F_NOTRACE: u32 = 16;
 
 /// One part of a thread's buffer.
 #[repr(C)]
@@ -154,6 +156,8 @@ pub struct Thread {
     pub max_depth: u32,
     /// Open `--graph-function` frames.
     pub inside: u32,
+    /// Open `--notrace` frames.
+    pub hidden: u32,
     /// Calls not traced because the shadow stack was full.
     pub overflow: u64,
     /// The profile table (one cell per function id).
@@ -430,6 +434,7 @@ fn create() -> Option<*mut Thread> {
         chunks,
         max_depth: super::config().max_depth,
         inside: 0,
+        hidden: 0,
         overflow: 0,
         profile: AtomicPtr::new(std::ptr::null_mut()),
         profile_len: AtomicU64::new(0),

@@ -1,0 +1,986 @@
+//! End to end, with the real runtime, in the manner of uftrace's `tests/`:
+//! each program of `tests/programs/e2e/` is built for tracing, run under
+//! `fntrace record`, and what `replay`, `report` and `graph` print of it
+//! is compared with the expected output beside it (`NAME.expected`,
+//! `NAME.report.expected`, `NAME.graph.expected`).
+//!
+//! The expected files were written from the programs' sources (the call
+//! tree is known without a tracer), not from fntrace's output.
+//! `FNTRACE_BLESS=1` rewrites them from what fntrace prints (a test fails
+//! if two runs that share a file, in two build styles or with two
+//! commands, print different things): check the difference by hand before
+//! keeping it.
+//!
+//! Every program is built in three styles: gcc `-pg -mfentry
+//! -mrecord-mcount` (entry calls, return hijacking), gcc
+//! `-fpatchable-function-entry=5` (NOPs, return hijacking) and clang
+//! `-fxray-instrument` (entry and exit sleds). A style whose compiler is
+//! missing is skipped with a note on stderr.
+//!
+//! For every run: the program's stdout and exit status under `fntrace
+//! record` are those of an untraced run; `fntrace live` shows what
+//! `record` and `replay` show; `replay --tid T` shows thread T's part of
+//! the merged replay.
+//!
+//! Outputs are normalised before they are compared: durations become
+//! `x.xxx us` (the tree and names stay), thread ids become T1, T2, ... (the
+//! first thread to appear is T1; the others are sorted by what they did, so
+//! that their interleaving does not matter), pids in `# process` lines
+//! become `N`, and lines of functions that are not the program's own
+//! (`frame_dummy`, `_init`, `__libc_csu_*`, ...) are dropped. `report` is
+//! compared by names and call counts, `graph` by names, counts and edges.
+//!
+//! The runtime is built with `cargo build -p fntrace-runtime` (a no-op when
+//! it is fresh) unless `FNTRACE_RUNTIME` names one. Every process has a
+//! deadline: a hang fails the test.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use common::{fntrace, programs, Work};
+
+/// How long a compiler, the program or one `fntrace` command may run.
+const DEADLINE: Duration = Duration::from_secs(30);
+/// How long building the runtime may take.
+const BUILD_DEADLINE: Duration = Duration::from_secs(600);
+
+/// The duration column of a normalised line that had a duration.
+const DUR: &str = "x.xxx us";
+/// The duration column of a normalised line without one.
+const BLANK: &str = "        ";
+
+/// Functions that are not the program's own: their lines are dropped.
+const FOREIGN: &[&str] = &[
+    "_init",
+    "_fini",
+    "_start",
+    "frame_dummy",
+    "register_tm_clones",
+    "deregister_tm_clones",
+    "__do_global_dtors_aux",
+];
+
+// ---------------------------------------------------------------------------
+// Processes
+// ---------------------------------------------------------------------------
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+}
+
+/// Runs `cmd` (stdin from /dev/null, in its own process group) and returns
+/// its output; kills the whole group and fails the test if it runs longer
+/// than `limit`.
+fn run(cmd: &mut Command, limit: Duration) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let (mut stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        stdout.read_to_end(&mut buf).map(|_| buf)
+    });
+    let err = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        stderr.read_to_end(&mut buf).map(|_| buf)
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            // SAFETY: kill(2) on the process group of the child we started
+            // (its pid is the group id).
+            unsafe { kill(-(child.id() as i32), 9) };
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish in {limit:?} (killed)");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap().unwrap(),
+        stderr: err.join().unwrap().unwrap(),
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Whether `tool` is on the PATH.
+fn have(tool: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(tool).is_file()))
+}
+
+/// Makes sure `fntrace record` finds a runtime that is up to date: builds
+/// `fntrace-runtime` with the profile of the `fntrace` under test (it lands
+/// next to it), unless `FNTRACE_RUNTIME` is set.
+fn runtime() {
+    static READY: OnceLock<()> = OnceLock::new();
+    READY.get_or_init(|| {
+        if std::env::var_os("FNTRACE_RUNTIME").is_some_and(|p| !p.is_empty()) {
+            return;
+        }
+        let exe = Path::new(env!("CARGO_BIN_EXE_fntrace"));
+        let profile_dir = exe.parent().expect("the directory of fntrace");
+        let lib = profile_dir.join("libfntrace_runtime.so");
+        let cargo = match std::env::var_os("CARGO") {
+            Some(cargo) => cargo,
+            None if have("cargo") => "cargo".into(),
+            None => {
+                assert!(
+                    lib.is_file(),
+                    "no cargo to build the runtime, and {} is not built; set FNTRACE_RUNTIME",
+                    lib.display()
+                );
+                eprintln!("note: no cargo: using {} as it is", lib.display());
+                return;
+            }
+        };
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--quiet", "-p", "fntrace-runtime"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => {}
+            Some("release") => {
+                cmd.arg("--release");
+            }
+            Some(other) => {
+                cmd.args(["--profile", other]);
+            }
+            None => {}
+        }
+        let out = run(&mut cmd, BUILD_DEADLINE);
+        assert!(out.status.success(), "{cmd:?} failed: {}", text(&out.stderr));
+        assert!(
+            lib.is_file(),
+            "{} is not there after {cmd:?}; set FNTRACE_RUNTIME",
+            lib.display()
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------
+// Programs and how they are built
+// ---------------------------------------------------------------------------
+
+/// A program of `tests/programs/e2e/`.
+struct Program {
+    name: &'static str,
+    /// C++ (`NAME.cc`) rather than C (`NAME.c`).
+    cxx: bool,
+    /// Extra link flags.
+    libs: &'static [&'static str],
+    /// Its exit status.
+    status: i32,
+    /// The function `NAME.graph.expected` shows (`fntrace graph DIR FUNC`).
+    graph: Option<&'static str>,
+}
+
+const NESTED: Program = Program {
+    name: "nested",
+    cxx: false,
+    libs: &[],
+    status: 0,
+    graph: Some("leaf"),
+};
+const RECURSION: Program = Program {
+    name: "recursion",
+    cxx: false,
+    libs: &[],
+    status: 5,
+    graph: Some("fib"),
+};
+const LONGJMP: Program = Program {
+    name: "longjmp",
+    cxx: false,
+    libs: &[],
+    status: 0,
+    graph: None,
+};
+const THREADS: Program = Program {
+    name: "threads",
+    cxx: false,
+    libs: &["-pthread"],
+    status: 0,
+    graph: None,
+};
+const CXX_EXCEPTION: Program = Program {
+    name: "cxx_exception",
+    cxx: true,
+    libs: &[],
+    status: 0,
+    graph: None,
+};
+const FILTERS: Program = Program {
+    name: "filters",
+    cxx: false,
+    libs: &[],
+    status: 0,
+    graph: None,
+};
+
+/// How a program is prepared for tracing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Style {
+    /// gcc `-pg -mfentry -mrecord-mcount`.
+    Fentry,
+    /// gcc `-fpatchable-function-entry=5`.
+    Patchable,
+    /// clang `-fxray-instrument -fxray-instruction-threshold=1`.
+    Xray,
+}
+
+impl Style {
+    fn name(self) -> &'static str {
+        match self {
+            Style::Fentry => "fentry",
+            Style::Patchable => "patchable",
+            Style::Xray => "xray",
+        }
+    }
+
+    /// The compiler to use, the first of those this style accepts that is
+    /// installed.
+    fn compiler(self, cxx: bool) -> Option<&'static str> {
+        let candidates: &[&str] = match (self, cxx) {
+            (Style::Fentry | Style::Patchable, false) => &["gcc"],
+            (Style::Fentry | Style::Patchable, true) => &["g++"],
+            (Style::Xray, false) => &["clang-16", "clang-14"],
+            (Style::Xray, true) => &["clang++-16", "clang++-14"],
+        };
+        candidates.iter().copied().find(|c| have(c))
+    }
+
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            Style::Fentry => &["-pg", "-mfentry", "-mrecord-mcount"],
+            Style::Patchable => &["-fpatchable-function-entry=5"],
+            Style::Xray => &["-fxray-instrument", "-fxray-instruction-threshold=1"],
+        }
+    }
+}
+
+type Built = Arc<OnceLock<Option<PathBuf>>>;
+
+/// Builds `program` in `style` (once per test binary run); `None`, with a
+/// note on stderr, when the compiler is not installed.
+fn build(program: &Program, style: Style) -> Option<PathBuf> {
+    static BUILDS: OnceLock<Mutex<HashMap<(&'static str, Style), Built>>> = OnceLock::new();
+    let cell = BUILDS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .entry((program.name, style))
+        .or_default()
+        .clone();
+    cell.get_or_init(|| {
+        let Some(compiler) = style.compiler(program.cxx) else {
+            eprintln!(
+                "skipped: {} in style {}: no compiler for it (CI installs gcc, g++, clang-14, clang-16)",
+                program.name,
+                style.name()
+            );
+            return None;
+        };
+        let work = Work::new(&format!("e2e-build-{}-{}", program.name, style.name()));
+        let ext = if program.cxx { "cc" } else { "c" };
+        let source = programs().join(format!("e2e/{}.{ext}", program.name));
+        let exe = work.path(program.name);
+        let mut cmd = Command::new(compiler);
+        cmd.args(["-O0", "-fno-omit-frame-pointer"])
+            .args(style.flags())
+            .arg(&source)
+            .arg("-o")
+            .arg(&exe)
+            .args(program.libs);
+        let out = run(&mut cmd, DEADLINE);
+        assert!(out.status.success(), "{cmd:?} failed:\n{}", text(&out.stderr));
+        Some(exe)
+    })
+    .clone()
+}
+
+/// The test's prelude: the runtime, and the program built in `style`.
+fn prepare(program: &Program, style: Style) -> Option<PathBuf> {
+    let exe = build(program, style)?;
+    runtime();
+    Some(exe)
+}
+
+// ---------------------------------------------------------------------------
+// Running fntrace
+// ---------------------------------------------------------------------------
+
+/// `fntrace ARGS...` in `dir`.
+fn fntrace_in(dir: &Path, args: &[&str]) -> Output {
+    run(fntrace().args(args).current_dir(dir), DEADLINE)
+}
+
+/// `fntrace ARGS...`: must exit 0; returns stdout and stderr.
+fn fntrace_ok(dir: &Path, args: &[&str]) -> (String, String) {
+    let out = fntrace_in(dir, args);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "fntrace {args:?}: {}\n{stderr}", out.status);
+    (text(&out.stdout), stderr)
+}
+
+/// The untraced run of `exe ARGS`: its exit status must be `status`.
+fn untraced(work: &Work, exe: &Path, args: &[&str], status: i32) -> Output {
+    let out = run(Command::new(exe).args(args).current_dir(&work.dir), DEADLINE);
+    assert_eq!(
+        out.status.code(),
+        Some(status),
+        "untraced {} {args:?}: {}",
+        exe.display(),
+        text(&out.stderr)
+    );
+    out
+}
+
+/// `fntrace record -o WORK/trace.data OPTIONS -- EXE ARGS`: the program's
+/// stdout and exit status must be those of `plain`, the untraced run, and
+/// record must say nothing. Returns the data directory.
+fn record(work: &Work, exe: &Path, options: &[&str], args: &[&str], plain: &Output) -> String {
+    let data = work.path("trace.data").display().to_string();
+    let exe = exe.display().to_string();
+    let mut all = vec!["record", "-o", &data];
+    all.extend(options);
+    all.extend(["--", &exe]);
+    all.extend(args);
+    let out = fntrace_in(&work.dir, &all);
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        plain.status.code(),
+        "fntrace {all:?}: exit status; stderr: {stderr}"
+    );
+    assert_eq!(
+        text(&out.stdout),
+        text(&plain.stdout),
+        "fntrace {all:?}: the program's output changed"
+    );
+    assert_eq!(stderr, "", "fntrace {all:?} said something");
+    data
+}
+
+/// `fntrace live --color never OPTIONS -- EXE`: its exit status must be
+/// that of `plain`, its output the program's output then the trace. Returns
+/// the trace part.
+fn live(work: &Work, exe: &Path, options: &[&str], plain: &Output, problems: &mut Vec<String>) -> String {
+    let exe = exe.display().to_string();
+    let mut all = vec!["live", "--color", "never"];
+    all.extend(options);
+    all.extend(["--", &exe]);
+    let out = fntrace_in(&work.dir, &all);
+    let stderr = text(&out.stderr);
+    if out.status.code() != plain.status.code() {
+        problems.push(format!(
+            "fntrace {all:?}: exit status {} (untraced: {}); stderr: {stderr}",
+            out.status, plain.status
+        ));
+    }
+    if !stderr.is_empty() {
+        problems.push(format!("fntrace {all:?} said on stderr: {stderr}"));
+    }
+    let stdout = text(&out.stdout);
+    let program = text(&plain.stdout);
+    match stdout.strip_prefix(&program) {
+        Some(trace) => trace.to_string(),
+        None => {
+            problems.push(format!(
+                "fntrace {all:?}: stdout does not start with the program's output {program:?}:\n{stdout}"
+            ));
+            stdout
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Normalising
+// ---------------------------------------------------------------------------
+
+/// The name of the function a graph line's text is about (`None` for a
+/// trace_on/trace_off mark).
+fn function_of(text: &str) -> Option<&str> {
+    let t = text.trim();
+    if let Some(rest) = t.strip_prefix("} /* ") {
+        let rest = rest.strip_suffix(" */").unwrap_or(rest);
+        return Some(rest.strip_suffix(" (unwound)").unwrap_or(rest));
+    }
+    if t.starts_with("/*") {
+        return None;
+    }
+    let t = t.strip_suffix(" {").or_else(|| t.strip_suffix(';')).unwrap_or(t);
+    Some(t.strip_suffix("()").unwrap_or(t))
+}
+
+fn is_foreign(name: &str) -> bool {
+    FOREIGN.contains(&name) || name.starts_with("__libc_csu_")
+}
+
+/// A replay output, normalised: lines that are not a thread's (the column
+/// titles, `# process` lines) and each thread's lines in order, without
+/// their TID.
+#[derive(Debug, PartialEq)]
+struct Replay {
+    other: Vec<String>,
+    threads: Vec<(u32, Vec<String>)>,
+}
+
+impl Replay {
+    fn parse(output: &str) -> Replay {
+        let mut r = Replay {
+            other: Vec::new(),
+            threads: Vec::new(),
+        };
+        for line in output.lines() {
+            let Some((tid, rest)) = split_tid(line) else {
+                r.other.push(normalise_other(line));
+                continue;
+            };
+            let Some(body) = normalise_body(rest) else {
+                continue;
+            };
+            match r.threads.iter_mut().find(|(t, _)| *t == tid) {
+                Some((_, lines)) => lines.push(body),
+                None => r.threads.push((tid, vec![body])),
+            }
+        }
+        r
+    }
+
+    /// The threads in the order of the comparison: the first one to
+    /// appear, then the others sorted by their lines.
+    fn ordered(&self) -> Vec<&(u32, Vec<String>)> {
+        let mut threads: Vec<_> = self.threads.iter().collect();
+        if threads.len() > 1 {
+            threads[1..].sort_by(|a, b| a.1.cmp(&b.1));
+        }
+        threads
+    }
+
+    /// The normalised text: other lines, then each thread as `Tn) ...`.
+    fn canonical(&self) -> String {
+        let mut out = String::new();
+        for line in &self.other {
+            out.push_str(line);
+            out.push('\n');
+        }
+        for (i, (_, lines)) in self.ordered().into_iter().enumerate() {
+            for line in lines {
+                out.push_str(&format!("T{}) {line}\n", i + 1));
+            }
+        }
+        out
+    }
+}
+
+/// ` 1234) rest` -> (1234, "rest").
+fn split_tid(line: &str) -> Option<(u32, &str)> {
+    let t = line.trim_start();
+    let close = t.find(')')?;
+    let tid = t[..close].parse().ok()?;
+    Some((tid, t[close + 1..].strip_prefix(' ').unwrap_or(&t[close + 1..])))
+}
+
+/// A thread's line without its TID: the duration column replaced; `None`
+/// for a line of a function that is not the program's own.
+fn normalise_body(rest: &str) -> Option<String> {
+    if rest.starts_with("---") {
+        return Some(rest.to_string());
+    }
+    let Some((column, graph)) = rest.split_once('|') else {
+        return Some(rest.to_string());
+    };
+    if function_of(graph).is_some_and(is_foreign) {
+        return None;
+    }
+    let column = if column.trim().is_empty() { BLANK } else { DUR };
+    Some(format!("{column} |{graph}"))
+}
+
+/// Column titles with single spaces; pids replaced by `N`.
+fn normalise_other(line: &str) -> String {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let line = words.join(" ");
+    if !line.starts_with("# process") {
+        return line;
+    }
+    let mut out = String::new();
+    let mut digits = false;
+    for c in line.chars() {
+        if c.is_ascii_digit() {
+            if !digits {
+                out.push('N');
+            }
+            digits = true;
+        } else {
+            out.push(c);
+            digits = false;
+        }
+    }
+    out
+}
+
+/// `report --json`: `CALLS  NAME` per function, by name.
+fn report_counts(json: &str) -> String {
+    let rows: serde_json::Value = serde_json::from_str(json).expect("report --json prints JSON");
+    let mut rows: Vec<(String, u64)> = rows
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().expect("name").to_string(),
+                r["calls"].as_u64().expect("calls"),
+            )
+        })
+        .filter(|(name, _)| !is_foreign(name))
+        .collect();
+    rows.sort();
+    rows.iter()
+        .map(|(name, calls)| format!("{calls:>4}  {name}\n"))
+        .collect()
+}
+
+/// `graph`: each function's name and calls, and its callers and callees
+/// by name with their counts; times left out.
+fn graph_counts(output: &str) -> String {
+    let mut out = Vec::new();
+    let mut block: Vec<String> = Vec::new();
+    let flush = |out: &mut Vec<String>, block: &mut Vec<String>| {
+        block.sort();
+        out.append(block);
+    };
+    for line in output.lines() {
+        if line.is_empty() {
+            flush(&mut out, &mut block);
+            out.push(String::new());
+        } else if !line.starts_with(' ') {
+            flush(&mut out, &mut block);
+            out.push(line.split(", total").next().unwrap_or(line).to_string());
+        } else if line.trim_end().ends_with(':') {
+            flush(&mut out, &mut block);
+            out.push(format!("  {}", line.trim()));
+        } else {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if words.len() < 4 {
+                block.push(format!("    ?? {line}"));
+                continue;
+            }
+            // CALLS TIME UNIT NAME...
+            block.push(format!("    {}: {}", words[3..].join(" "), words[0]));
+        }
+    }
+    flush(&mut out, &mut block);
+    out.iter().map(|l| format!("{l}\n")).collect()
+}
+
+// ---------------------------------------------------------------------------
+// Expected files
+// ---------------------------------------------------------------------------
+
+fn expected_path(name: &str) -> PathBuf {
+    programs().join("e2e").join(name)
+}
+
+/// Compares `actual` with the expected file `name` (or writes it, with
+/// `FNTRACE_BLESS=1`); a difference is added to `problems`.
+fn check(problems: &mut Vec<String>, what: &str, name: &str, actual: &str) {
+    let path = expected_path(name);
+    if std::env::var_os("FNTRACE_BLESS").is_some_and(|v| v == "1") {
+        // Several styles write the same file: they must agree.
+        static BLESSED: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+        let mut blessed = BLESSED.get_or_init(Default::default).lock().unwrap();
+        match blessed.get(name) {
+            Some(first) if first != actual => problems.push(format!(
+                "{what}: not blessed: another run (build style or command) wrote {name} otherwise ('-' it, '+' this one):\n{}",
+                diff(first, actual)
+            )),
+            _ => {
+                std::fs::write(&path, actual).unwrap();
+                blessed.insert(name.to_string(), actual.to_string());
+            }
+        }
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (FNTRACE_BLESS=1 writes it)", path.display()));
+    if expected != actual {
+        problems.push(format!(
+            "{what}: differs from {name} ('-' expected, '+' actual):\n{}",
+            diff(&expected, actual)
+        ));
+    }
+}
+
+/// A line diff (longest common subsequence), every line shown.
+fn diff(expected: &str, actual: &str) -> String {
+    let a: Vec<&str> = expected.lines().collect();
+    let b: Vec<&str> = actual.lines().collect();
+    let mut lcs = vec![vec![0u32; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, String::new());
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            out.push_str(&format!("  {}\n", a[i]));
+            (i, j) = (i + 1, j + 1);
+        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
+            out.push_str(&format!("+ {}\n", b[j]));
+            j += 1;
+        } else {
+            out.push_str(&format!("- {}\n", a[i]));
+            i += 1;
+        }
+    }
+    out
+}
+
+fn finish(problems: Vec<String>) {
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+// ---------------------------------------------------------------------------
+// The programs
+// ---------------------------------------------------------------------------
+
+/// Each `replay --tid T` must show thread T's lines of the merged replay.
+fn check_tids(problems: &mut Vec<String>, dir: &Path, data: &str, merged: &Replay) {
+    for (tid, lines) in &merged.threads {
+        let t = tid.to_string();
+        let (out, _) = fntrace_ok(dir, &["replay", "--color", "never", "--tid", &t, data]);
+        let alone = Replay::parse(&out);
+        if alone.threads != [(*tid, lines.clone())] || alone.other != merged.other {
+            problems.push(format!(
+                "replay --tid {tid} differs from that thread's lines in the merged replay:\n{}",
+                diff(&merged.canonical(), &alone.canonical())
+            ));
+        }
+    }
+}
+
+/// Record, replay, report, graph and live for one program in one style.
+fn program_test(program: &Program, style: Style) {
+    let Some(exe) = prepare(program, style) else {
+        return;
+    };
+    let work = Work::new(&format!("e2e-{}-{}", program.name, style.name()));
+    let plain = untraced(&work, &exe, &[], program.status);
+    let data = record(&work, &exe, &[], &[], &plain);
+    let mut problems = Vec::new();
+    let what = |cmd: &str| format!("{} ({}): fntrace {cmd}", program.name, style.name());
+
+    let (out, err) = fntrace_ok(&work.dir, &["replay", "--color", "never", &data]);
+    if !err.is_empty() {
+        problems.push(format!("{}: stderr: {err}", what("replay")));
+    }
+    let replay = Replay::parse(&out);
+    check(
+        &mut problems,
+        &what("replay"),
+        &format!("{}.expected", program.name),
+        &replay.canonical(),
+    );
+    check_tids(&mut problems, &work.dir, &data, &replay);
+
+    let (out, _) = fntrace_ok(&work.dir, &["report", "--json", &data]);
+    check(
+        &mut problems,
+        &what("report --json"),
+        &format!("{}.report.expected", program.name),
+        &report_counts(&out),
+    );
+    if let Some(func) = program.graph {
+        let (out, _) = fntrace_ok(&work.dir, &["graph", &data, func]);
+        check(
+            &mut problems,
+            &what(&format!("graph {func}")),
+            &format!("{}.graph.expected", program.name),
+            &graph_counts(&out),
+        );
+    }
+
+    let shown = live(&work, &exe, &[], &plain, &mut problems);
+    let shown = Replay::parse(&shown).canonical();
+    if shown != replay.canonical() {
+        problems.push(format!(
+            "{}: differs from record + replay ('-' replay, '+' live):\n{}",
+            what("live"),
+            diff(&replay.canonical(), &shown)
+        ));
+    }
+    finish(problems);
+}
+
+macro_rules! program_tests {
+    ($($module:ident: $program:expr;)*) => {
+        $(
+            mod $module {
+                use super::*;
+
+                #[test]
+                fn fentry() {
+                    program_test(&$program, Style::Fentry);
+                }
+
+                #[test]
+                fn patchable() {
+                    program_test(&$program, Style::Patchable);
+                }
+
+                #[test]
+                fn xray() {
+                    program_test(&$program, Style::Xray);
+                }
+            }
+        )*
+    };
+}
+
+program_tests! {
+    nested: NESTED;
+    recursion: RECURSION;
+    longjmp: LONGJMP;
+    threads: THREADS;
+    cxx_exception: CXX_EXCEPTION;
+}
+
+// ---------------------------------------------------------------------------
+// Filters, depth, triggers, graph functions, time filter
+// ---------------------------------------------------------------------------
+
+/// `filters` recorded with `record_options`, replayed with
+/// `replay_options`; with record options, `live` must show the same.
+fn filters_test(name: &str, record_options: &[&str], replay_options: &[&str], expected: &str) {
+    let Some(exe) = prepare(&FILTERS, Style::Fentry) else {
+        return;
+    };
+    let work = Work::new(&format!("e2e-filters-{name}"));
+    let plain = untraced(&work, &exe, &[], FILTERS.status);
+    let data = record(&work, &exe, record_options, &[], &plain);
+    let mut problems = Vec::new();
+    let mut all = vec!["replay", "--color", "never"];
+    all.extend(replay_options);
+    all.push(&data);
+    let (out, _) = fntrace_ok(&work.dir, &all);
+    let replay = Replay::parse(&out);
+    let what = format!("filters: fntrace record {record_options:?} + replay {replay_options:?}");
+    check(&mut problems, &what, expected, &replay.canonical());
+    if !record_options.is_empty() {
+        let shown = live(&work, &exe, record_options, &plain, &mut problems);
+        let shown = Replay::parse(&shown).canonical();
+        if shown != replay.canonical() {
+            problems.push(format!(
+                "filters: fntrace live {record_options:?} differs from record + replay ('-' replay, '+' live):\n{}",
+                diff(&replay.canonical(), &shown)
+            ));
+        }
+    }
+    finish(problems);
+}
+
+#[test]
+fn filters_none() {
+    filters_test("none", &[], &[], "filters.expected");
+}
+
+#[test]
+fn filters_record_filter() {
+    filters_test(
+        "record-F",
+        &["-F", "inner", "-F", "slow"],
+        &[],
+        "filters.F.expected",
+    );
+}
+
+#[test]
+fn filters_replay_filter() {
+    filters_test("replay-F", &[], &["-F", "inner"], "filters.replay-F.expected");
+}
+
+/// `record -N` and `replay -N` are documented alike: "Do not trace these
+/// functions (nor what they call)", "Hide these functions and what they
+/// call".
+#[test]
+fn filters_record_notrace() {
+    filters_test("record-N", &["-N", "inner"], &[], "filters.N.expected");
+}
+
+#[test]
+fn filters_replay_notrace() {
+    filters_test("replay-N", &[], &["-N", "inner"], "filters.N.expected");
+}
+
+#[test]
+fn filters_depth() {
+    filters_test("depth", &["-D", "2"], &[], "filters.D2.expected");
+}
+
+#[test]
+fn filters_trace_off() {
+    filters_test(
+        "trace-off",
+        &["-T", "stop@trace_off"],
+        &[],
+        "filters.trace_off.expected",
+    );
+}
+
+#[test]
+fn filters_graph_function() {
+    filters_test(
+        "graph-function",
+        &["--graph-function", "outer"],
+        &[],
+        "filters.graph-function.expected",
+    );
+}
+
+/// Only nap() (30 ms), slow() and main() last 10 ms or more; the
+/// comparison is by names (durations are normalised away).
+#[test]
+fn filters_time_filter() {
+    filters_test("time", &["-t", "10ms"], &[], "filters.time.expected");
+}
+
+// ---------------------------------------------------------------------------
+// Errors with the real runtime
+// ---------------------------------------------------------------------------
+
+/// A program built without instrumentation: one line naming the flags,
+/// exit status 1, the program not run, no data directory.
+#[test]
+fn program_without_instrumentation() {
+    if !have("gcc") {
+        eprintln!("skipped: no gcc");
+        return;
+    }
+    runtime();
+    let work = Work::new("e2e-plain");
+    let exe = work.path("plain");
+    let source = programs().join("e2e/nested.c");
+    let mut cmd = Command::new("gcc");
+    cmd.arg("-O0").arg(&source).arg("-o").arg(&exe);
+    let out = run(&mut cmd, DEADLINE);
+    assert!(out.status.success(), "{cmd:?}: {}", text(&out.stderr));
+    let out = fntrace_in(&work.dir, &["record", "-o", "plain.data", "--", "./plain"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(text(&out.stdout), "", "the program must not run");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.starts_with("fntrace: error: ./plain: no patchable sites"),
+        "{stderr}"
+    );
+    for flags in [
+        "-pg -mfentry",
+        "-fpatchable-function-entry=5",
+        "-fxray-instrument",
+    ] {
+        assert!(stderr.contains(flags), "'{flags}' not in: {stderr}");
+    }
+    assert!(!work.path("plain.data").exists());
+}
+
+/// A real recording whose thread file is cut inside its third chunk:
+/// replay shows the events of the first two chunks, says where the damage
+/// is in one line on stderr, and exits 0.
+#[test]
+fn truncated_thread_file() {
+    let Some(exe) = prepare(&NESTED, Style::Fentry) else {
+        return;
+    };
+    let work = Work::new("e2e-truncated");
+    // 1000 rounds: about 6000 events, in chunks of 4 KiB (64 KiB per thread).
+    let plain = untraced(&work, &exe, &["1000"], 0);
+    let data = record(&work, &exe, &["--buffer-size", "64K"], &["1000"], &plain);
+    let (full, _) = fntrace_ok(&work.dir, &["replay", "--color", "never", &data]);
+    let full = Replay::parse(&full);
+    assert_eq!(full.threads.len(), 1, "one thread: {full:?}");
+    let (tid, full_lines) = &full.threads[0];
+
+    let process = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("a process directory");
+    let pname = process.file_name().unwrap().to_str().unwrap().to_string();
+    let file = process.join(format!("t{tid}.events"));
+    let bytes = std::fs::read(&file).unwrap();
+    // The chunks, read from their headers (docs/FORMAT.md): magic, len at 16.
+    let mut chunks = Vec::new();
+    let mut at = 0;
+    while at + 32 <= bytes.len() {
+        assert_eq!(&bytes[at..at + 4], b"FNTC", "chunk magic at {at}");
+        let len = u32::from_le_bytes(bytes[at + 16..at + 20].try_into().unwrap()) as usize;
+        chunks.push((at, len));
+        at += 32 + len;
+    }
+    assert_eq!(at, bytes.len(), "the file is whole chunks");
+    assert!(chunks.len() >= 4, "want 4 chunks or more, got {chunks:?}");
+    let (third, third_len) = chunks[2];
+    let cut = third + 32 + third_len / 2 + 3;
+    let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    f.set_len(cut as u64).unwrap();
+    drop(f);
+
+    let out = fntrace_in(&work.dir, &["replay", "--color", "never", &data]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one damage line: {stderr}");
+    let note = format!("fntrace: warning: {pname}/t{tid}.events: offset {third}: ");
+    assert!(stderr.starts_with(&note), "expected '{note}...', got: {stderr}");
+
+    // The expected output: the full replay's lines up to the last event of
+    // the second chunk (a one-line call is two events; one cut in half
+    // shows as its opening line).
+    let mut events = (chunks[0].1 + chunks[1].1) / 8;
+    let mut expected = Vec::new();
+    for line in full_lines {
+        let cost = if line.ends_with(';') { 2 } else { 1 };
+        if events >= cost {
+            expected.push(line.clone());
+            events -= cost;
+        } else {
+            if events == 1 {
+                let graph = line.split_once('|').map_or("", |(_, g)| g);
+                expected.push(format!(
+                    "{BLANK} |{} {{",
+                    graph.strip_suffix(';').unwrap_or(graph)
+                ));
+            }
+            break;
+        }
+    }
+    let cut_replay = Replay::parse(&text(&out.stdout));
+    let expected = Replay {
+        other: full.other.clone(),
+        threads: vec![(*tid, expected)],
+    };
+    assert!(
+        cut_replay == expected,
+        "replay of the cut file ('-' expected, '+' actual):\n{}",
+        diff(&expected.canonical(), &cut_replay.canonical())
+    );
+}
