@@ -35,6 +35,8 @@ const NAMES: [&[u8]; 5] = [
 ];
 /// The wrapper index of `__cxa_begin_catch`.
 const CATCH: usize = 4;
+const FORCED_UNWIND: usize = 2;
+const PTHREAD_EXIT: usize = 3;
 
 /// Reads the CPU features the trampoline needs.
 pub fn setup() {
@@ -94,10 +96,10 @@ pub fn tls_set(v: usize) {
 
 /// Puts the return addresses back, and gives the real function `which`.
 extern "C" fn prepare_unwind(which: usize, sp: usize) -> usize {
-    if which == CATCH {
-        graph::catch(sp);
-    } else {
-        graph::restore_all(sp);
+    match which {
+        CATCH => graph::catch(sp),
+        FORCED_UNWIND | PTHREAD_EXIT => graph::restore_all(sp, true),
+        _ => graph::restore_all(sp, false),
     }
     let which = which.min(NAMES.len() - 1);
     let mut real = REAL[which].load(Ordering::Relaxed);

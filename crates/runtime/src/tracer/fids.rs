@@ -24,6 +24,9 @@ pub const TRACE_OFF: u8 = 8;
 pub const DEPTH: u8 = 16;
 /// A `--notrace` function (hidden with its callees).
 pub const NOTRACE: u8 = 32;
+/// A C++ function (mangled name): compiled with unwind cleanups, so a
+/// forced unwind (`pthread_exit`) runs its exit like an exception does.
+pub const CXX: u8 = 64;
 
 /// An id no function has (a site outside any symbol).
 pub const NO_FID: u32 = fntrace_format::event::MAX_FID;
@@ -126,6 +129,12 @@ pub fn publish(state: &State, graph: &Filter, notrace: &Filter, triggers: &[Trig
             }
         }
         let Some(core) = core else { continue };
+        for (i, symbol) in core.functions.iter().enumerate() {
+            let fid = module.fid_base as usize + i;
+            if fid < n && symbol.starts_with("_Z") {
+                table.flags[fid] |= CXX;
+            }
+        }
         if graph.is_empty() && notrace.is_empty() && triggers.is_empty() {
             continue;
         }

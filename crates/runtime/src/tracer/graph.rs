@@ -14,7 +14,9 @@
 use fntrace_format::event::Kind;
 
 use super::fids::{self, DEPTH, GRAPH, HAS_EXIT, NOTRACE, TRACE_OFF, TRACE_ON};
-use super::thread::{self, Frame, Thread, F_DEPTH, F_GRAPH, F_HIJACKED, F_NOTRACE, F_RESTORED, SHADOW};
+use super::thread::{
+    self, Frame, Thread, F_DEPTH, F_FORCED, F_GRAPH, F_HIJACKED, F_NOTRACE, F_RESTORED, SHADOW,
+};
 use super::{clock, config, profile, Tracer};
 use crate::ops::RawOps;
 use crate::routines::Regs;
@@ -57,11 +59,40 @@ pub unsafe extern "C" fn graph_exit(
     drop_stale(t, slot, now, false);
     if let Some(top) = t.top() {
         if top.slot == slot && top.fid == fid && top.flags & F_HIJACKED == 0 {
-            t.depth -= 1;
-            close(t, top, Kind::Exit, now);
+            // SAFETY: `ip` is the code right after the exit site, in a
+            // mapped executable segment.
+            if unsafe { is_return(ip) } {
+                t.depth -= 1;
+                close(t, top, Kind::Exit, now);
+            } else {
+                // A tail call (XRay tail sled, or a return site before a
+                // `jmp`): the function ends when its callee returns, into
+                // the trampoline.
+                let p = slot as *mut usize;
+                let d = t.depth - 1;
+                let f = t.frame(d);
+                // SAFETY: the function's live return slot on this stack.
+                unsafe {
+                    f.orig = *p;
+                    *p = handler();
+                }
+                f.flags |= F_HIJACKED;
+            }
         }
     }
     t.leave();
+}
+
+/// Whether the instruction at `ip` returns (`ret`, `ret imm16`, `rep ret`,
+/// `bnd ret`), rather than jumping on.
+///
+/// # Safety
+/// `ip` points into mapped code.
+unsafe fn is_return(ip: usize) -> bool {
+    let p = ip as *const u8;
+    // SAFETY: code bytes after a site: readable.
+    let (b0, b1) = unsafe { (*p, *p.add(1)) };
+    matches!(b0, 0xc3 | 0xc2) || (matches!(b0, 0xf3 | 0xf2) && matches!(b1, 0xc3 | 0xc2))
 }
 
 /// Entry callback of `function`.
@@ -95,6 +126,19 @@ fn triggers(t: &mut Thread, fid: u32, now: u64) -> bool {
     cfg.tracing.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// How a frame found gone ended: `EXIT` if an exception unwound it (its
+/// cleanups ran; for a forced unwind, only C++ frames have them), else
+/// `UNWIND` (a `longjmp`, or a C frame skipped by `pthread_exit`).
+fn gone_kind(f: &Frame) -> Kind {
+    let cleaned =
+        f.flags & F_RESTORED != 0 && (f.flags & F_FORCED == 0 || fids::flags(f.fid) & fids::CXX != 0);
+    if cleaned {
+        Kind::Exit
+    } else {
+        Kind::Unwind
+    }
+}
+
 /// Closes the frames above `slot`: gone without returning through us.
 fn drop_stale(t: &mut Thread, slot: usize, now: u64, entry: bool) {
     let handler = handler();
@@ -106,12 +150,7 @@ fn drop_stale(t: &mut Thread, slot: usize, now: u64, entry: bool) {
             break;
         }
         t.depth -= 1;
-        let kind = if top.flags & F_RESTORED != 0 {
-            Kind::Exit
-        } else {
-            Kind::Unwind
-        };
-        close(t, top, kind, now);
+        close(t, top, gone_kind(&top), now);
     }
 }
 
@@ -256,7 +295,7 @@ fn lost_return() -> ! {
 /// Puts back every hijacked return address of this thread before an
 /// unwinder walks the stack (an exception, `pthread_exit`): frames below
 /// `sp` are gone; the others stay open and end when found gone later.
-pub extern "C" fn restore_all(sp: usize) {
+pub extern "C" fn restore_all(sp: usize, forced: bool) {
     let Some(t) = thread::for_return() else { return };
     let was_busy = t.busy;
     t.busy = true;
@@ -276,8 +315,12 @@ pub extern "C" fn restore_all(sp: usize) {
             }
         }
         // Frames with exit sites too: if the exception unwinds them, their
-        // exit happened (cleanups ran), though no exit site saw it.
+        // exit happened (cleanups ran), though no exit site saw it. A forced
+        // unwind (`pthread_exit`) ends them without a return.
         f.flags |= F_RESTORED;
+        if forced {
+            f.flags |= F_FORCED;
+        }
     }
     t.busy = was_busy;
     t.allow_fast();
@@ -298,7 +341,7 @@ pub extern "C" fn catch(sp: usize) {
         if f.flags & F_RESTORED == 0 {
             continue;
         }
-        f.flags &= !F_RESTORED;
+        f.flags &= !(F_RESTORED | F_FORCED);
         if f.flags & F_HIJACKED != 0 && f.orig != handler {
             let p = f.slot as *mut usize;
             // SAFETY: the frame is above the catching frame's stack pointer:
@@ -312,4 +355,15 @@ pub extern "C" fn catch(sp: usize) {
     }
     t.busy = was_busy;
     t.allow_fast();
+}
+
+/// A thread ends: its frames still open (left by `pthread_exit`, or by a
+/// start routine that never returned through the trampoline) end here.
+pub fn thread_end(t: &mut Thread) {
+    let now = clock::now();
+    t.busy = true;
+    while let Some(top) = t.top() {
+        t.depth -= 1;
+        close(t, top, gone_kind(&top), now);
+    }
 }

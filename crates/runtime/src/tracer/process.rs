@@ -66,7 +66,9 @@ unsafe extern "C" fn thread_end(_: *mut c_void) {
     let t = thread::current_raw();
     if !t.is_null() {
         // SAFETY: this thread's own state, not in use (the thread is ending).
-        unsafe { (*t).end() };
+        let t = unsafe { &mut *t };
+        super::graph::thread_end(t);
+        t.end();
     }
 }
 
@@ -179,3 +181,67 @@ exec_wrapper!(execve, ExecFn, (path: *const c_char, argv: *const *const c_char, 
 exec_wrapper!(execvpe, ExecFn, (file: *const c_char, argv: *const *const c_char, envp: *const *const c_char));
 exec_wrapper!(execv, ExecvFn, (path: *const c_char, argv: *const *const c_char));
 exec_wrapper!(execvp, ExecvFn, (file: *const c_char, argv: *const *const c_char));
+
+/// The variadic `execl*`: which real function, by wrapper index.
+const EXECL_NAMES: [&[u8]; 3] = [b"execl\0", b"execle\0", b"execlp\0"];
+static EXECL_REAL: [std::sync::atomic::AtomicUsize; 3] =
+    [const { std::sync::atomic::AtomicUsize::new(0) }; 3];
+
+/// Writes the buffers and gives the real `execl*` (the wrappers jump to it
+/// with the caller's registers and stack: the variadic arguments intact).
+extern "C" fn prepare_execl(which: usize) -> usize {
+    before_exec();
+    let which = which.min(EXECL_NAMES.len() - 1);
+    let mut f = EXECL_REAL[which].load(Ordering::Relaxed);
+    if f == 0 {
+        f = real(EXECL_NAMES[which]);
+        EXECL_REAL[which].store(f, Ordering::Relaxed);
+    }
+    if f == 0 {
+        crate::sys::write_stderr(b"fntrace: the C library's execl is missing; aborting\n");
+        std::process::abort();
+    }
+    f
+}
+
+/// An `execl*` wrapper: keeps every argument register (and `al`, the
+/// vector register count), writes the buffers, jumps to the real one. If
+/// the exec fails, tracing stays stopped in this process (the events of its
+/// old image are written).
+macro_rules! execl_wrapper {
+    ($name:ident, $index:literal) => {
+        #[doc = concat!("`", stringify!($name), "`, after writing the trace buffers.")]
+        ///
+        /// # Safety
+        /// As the C library's.
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name() {
+            std::arch::naked_asm!(
+                "push rdi",
+                "push rsi",
+                "push rdx",
+                "push rcx",
+                "push r8",
+                "push r9",
+                "push rax",
+                concat!("mov edi, ", $index),
+                "call {prepare}",
+                "mov r11, rax",
+                "pop rax",
+                "pop r9",
+                "pop r8",
+                "pop rcx",
+                "pop rdx",
+                "pop rsi",
+                "pop rdi",
+                "jmp r11",
+                prepare = sym prepare_execl,
+            )
+        }
+    };
+}
+
+execl_wrapper!(execl, 0);
+execl_wrapper!(execle, 1);
+execl_wrapper!(execlp, 2);

@@ -40,6 +40,9 @@ pub const F_GRAPH: u32 = 4;
 pub const F_DEPTH: u32 = 8;
 /// A `--notrace` function: not recorded, nor anything it calls.
 pub const F_NOTRACE: u32 = 16;
+/// Put back for a forced unwind (`pthread_exit`): the frame ends without
+/// returning (`UNWIND`), as C frames do.
+pub const F_FORCED: u32 = 32;
 
 /// One part of a thread's buffer.
 #[repr(C)]

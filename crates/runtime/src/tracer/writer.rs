@@ -26,6 +26,8 @@ pub struct Files {
     files: HashMap<u32, File>,
     /// Per thread: the chunk being filled and how much of it was written.
     partial: HashMap<u32, (u32, u32)>,
+    /// Per thread: the sequence number of the next chunk to write.
+    next: HashMap<u32, u32>,
     /// Bytes written.
     pub bytes: u64,
 }
@@ -50,14 +52,26 @@ pub fn wake() {
     WAKE.notify_one();
 }
 
-/// Starts the writer thread.
+/// Starts the writer thread, with every signal blocked: the program's
+/// signals must go to the program's threads.
 pub fn start() {
     STOP.store(false, Ordering::Relaxed);
+    // SAFETY: sigset_t values on the stack, filled by sigfillset; the old
+    // mask is restored right after the spawn (the new thread inherits ours).
+    let old = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        old
+    };
     let spawned = std::thread::Builder::new()
         .name("fntrace-writer".into())
         .spawn(|| {
             crate::no_unwind("the writer", run);
         });
+    // SAFETY: restores this thread's mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
     if let Err(e) = spawned {
         eprintln!("fntrace: cannot start the writer thread: {e}; events are written at exit");
     }
@@ -103,15 +117,24 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
         .filter(|&i| t.chunks[i].state.load(Ordering::Acquire) == FULL)
         .collect();
     full.sort_by_key(|&i| t.chunks[i].seq.load(Ordering::Relaxed));
+    let flight = t.flight;
     for i in full {
         let c = &t.chunks[i];
+        let seq = c.seq.load(Ordering::Relaxed);
+        // Chunks go out in order: one that filled while an earlier one was
+        // still being filled waits for it (the flight recorder's ring skips
+        // the chunks it overwrote).
+        let expected = files.next.get(&t.tid).copied().unwrap_or(0);
+        if !flight && seq != expected {
+            break;
+        }
         if c.state
             .compare_exchange(FULL, WRITING, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
             continue;
         }
-        let seq = c.seq.load(Ordering::Relaxed);
+        files.next.insert(t.tid, seq.wrapping_add(1));
         let skip = match files.partial.get(&t.tid) {
             Some(&(s, written)) if s == seq => written,
             _ => 0,
@@ -127,6 +150,10 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
         for i in 0..NCHUNKS {
             let c = &t.chunks[i];
             if c.state.load(Ordering::Acquire) != FILLING {
+                continue;
+            }
+            let expected = files.next.get(&t.tid).copied().unwrap_or(0);
+            if !flight && c.seq.load(Ordering::Relaxed) != expected {
                 continue;
             }
             let seq = c.seq.load(Ordering::Relaxed);
@@ -146,9 +173,28 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
             let len = write_chunk(files, t, i, skip, len);
             files.partial.insert(t.tid, (seq, len));
         }
+        // A thread still dropping at the end: an empty chunk carries the
+        // count, so that readers see every loss.
+        // (The owner's fields, read at the final flush: recording stopped.)
+        let (chunk, dropped, last) = (t.chunk, t.dropped, t.last);
+        if chunk == usize::MAX && dropped > 0 {
+            let seq = files.next.get(&t.tid).copied().unwrap_or(0);
+            let header = ChunkHeader {
+                flags: 0,
+                tid: t.tid,
+                seq,
+                len: 0,
+                lost: dropped.min(u32::MAX as u64) as u32,
+                start: last,
+            };
+            append(files, t.tid, &header.encode());
+            files.next.insert(t.tid, seq.wrapping_add(1));
+        }
     }
     if t.dead.load(Ordering::Acquire) && t.chunks.iter().all(|c| c.state.load(Ordering::Acquire) == FREE) {
         t.drained.store(true, Ordering::Release);
+        files.next.remove(&t.tid);
+        files.partial.remove(&t.tid);
         if let Some(f) = files.files.remove(&t.tid) {
             drop(f);
         }
@@ -181,24 +227,29 @@ fn write_chunk(files: &mut Files, t: &Thread, i: usize, skip: u32, len: u32) -> 
         },
         start,
     };
-    let Some(dir) = files.dir.clone() else { return len };
-    let file = match files.files.entry(t.tid) {
-        std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-        std::collections::hash_map::Entry::Vacant(v) => {
-            let path = dir.join(layout::thread_file(t.tid));
-            match OpenOptions::new().create(true).append(true).open(&path) {
-                Ok(f) => v.insert(f),
-                Err(_) => return len,
-            }
-        }
-    };
     let mut buf = Vec::with_capacity(header_len() + data.len());
     buf.extend_from_slice(&header.encode());
     buf.extend_from_slice(&data[skip as usize..]);
-    if file.write_all(&buf).is_ok() {
-        files.bytes += buf.len() as u64;
-    }
+    append(files, t.tid, &buf);
     len
+}
+
+/// Appends `bytes` to the events file of `tid`.
+fn append(files: &mut Files, tid: u32, bytes: &[u8]) {
+    let Some(dir) = files.dir.clone() else { return };
+    let file = match files.files.entry(tid) {
+        std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+        std::collections::hash_map::Entry::Vacant(v) => {
+            let path = dir.join(layout::thread_file(tid));
+            match OpenOptions::new().create(true).append(true).open(&path) {
+                Ok(f) => v.insert(f),
+                Err(_) => return,
+            }
+        }
+    };
+    if file.write_all(bytes).is_ok() {
+        files.bytes += bytes.len() as u64;
+    }
 }
 
 fn header_len() -> usize {
@@ -235,6 +286,7 @@ pub fn stop() {
 pub fn reset_in_child(files: &mut Files, dir: PathBuf) {
     files.files.clear();
     files.partial.clear();
+    files.next.clear();
     files.bytes = 0;
     files.dir = Some(dir);
 }
