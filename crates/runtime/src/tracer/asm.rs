@@ -337,11 +337,14 @@ fntrace_return_slow:
     ret = sym graph::graph_return,
 );
 
-/// A wrapper: keeps the argument registers, restores the return
-/// addresses, and jumps to the real function (exported: it interposes).
-macro_rules! unwind_wrapper {
-    ($name:ident, $index:literal) => {
-        #[doc = concat!("Wraps `", stringify!($name), "`: every hijacked return address is put back first.")]
+/// A wrapper that runs `$prepare(index, caller's sp)` and then jumps to the
+/// function it returns, with every argument register as the caller left
+/// it (and `al`, the vector register count of variadic calls) and the
+/// caller's stack untouched: the real function sees the original call.
+/// Exported: it interposes the C library's or the unwinder's symbol.
+macro_rules! tail_wrapper {
+    ($name:ident, $index:literal, $prepare:path, $doc:literal) => {
+        #[doc = concat!("Wraps `", stringify!($name), "`: ", $doc)]
         ///
         /// # Safety
         /// As the real function's.
@@ -353,24 +356,55 @@ macro_rules! unwind_wrapper {
                 "push rsi",
                 "push rdx",
                 "push rcx",
+                "push r8",
+                "push r9",
+                "push rax",
                 concat!("mov edi, ", $index),
-                "lea rsi, [rsp + 40]",
-                "sub rsp, 8",
+                "lea rsi, [rsp + 64]",
                 "call {prepare}",
-                "add rsp, 8",
+                "mov r11, rax",
+                "pop rax",
+                "pop r9",
+                "pop r8",
                 "pop rcx",
                 "pop rdx",
                 "pop rsi",
                 "pop rdi",
-                "jmp rax",
-                prepare = sym prepare_unwind,
+                "jmp r11",
+                prepare = sym $prepare,
             )
         }
     };
 }
+pub(crate) use tail_wrapper;
 
-unwind_wrapper!(_Unwind_RaiseException, 0);
-unwind_wrapper!(_Unwind_Resume_or_Rethrow, 1);
-unwind_wrapper!(_Unwind_ForcedUnwind, 2);
-unwind_wrapper!(pthread_exit, 3);
-unwind_wrapper!(__cxa_begin_catch, 4);
+tail_wrapper!(
+    _Unwind_RaiseException,
+    0,
+    prepare_unwind,
+    "every hijacked return address is put back first."
+);
+tail_wrapper!(
+    _Unwind_Resume_or_Rethrow,
+    1,
+    prepare_unwind,
+    "every hijacked return address is put back first."
+);
+tail_wrapper!(
+    _Unwind_ForcedUnwind,
+    2,
+    prepare_unwind,
+    "every hijacked return address is put back first."
+);
+tail_wrapper!(
+    pthread_exit,
+    3,
+    prepare_unwind,
+    "every hijacked return address is put back first."
+);
+tail_wrapper!(
+    __cxa_begin_catch,
+    4,
+    prepare_unwind,
+    "the frames surviving the catch are hijacked again."
+);

@@ -189,7 +189,7 @@ static EXECL_REAL: [std::sync::atomic::AtomicUsize; 3] =
 
 /// Writes the buffers and gives the real `execl*` (the wrappers jump to it
 /// with the caller's registers and stack: the variadic arguments intact).
-extern "C" fn prepare_execl(which: usize) -> usize {
+extern "C" fn prepare_execl(which: usize, _sp: usize) -> usize {
     before_exec();
     let which = which.min(EXECL_NAMES.len() - 1);
     let mut f = EXECL_REAL[which].load(Ordering::Relaxed);
@@ -204,44 +204,9 @@ extern "C" fn prepare_execl(which: usize) -> usize {
     f
 }
 
-/// An `execl*` wrapper: keeps every argument register (and `al`, the
-/// vector register count), writes the buffers, jumps to the real one. If
-/// the exec fails, tracing stays stopped in this process (the events of its
-/// old image are written).
-macro_rules! execl_wrapper {
-    ($name:ident, $index:literal) => {
-        #[doc = concat!("`", stringify!($name), "`, after writing the trace buffers.")]
-        ///
-        /// # Safety
-        /// As the C library's.
-        #[unsafe(naked)]
-        #[no_mangle]
-        pub unsafe extern "C" fn $name() {
-            std::arch::naked_asm!(
-                "push rdi",
-                "push rsi",
-                "push rdx",
-                "push rcx",
-                "push r8",
-                "push r9",
-                "push rax",
-                concat!("mov edi, ", $index),
-                "call {prepare}",
-                "mov r11, rax",
-                "pop rax",
-                "pop r9",
-                "pop r8",
-                "pop rcx",
-                "pop rdx",
-                "pop rsi",
-                "pop rdi",
-                "jmp r11",
-                prepare = sym prepare_execl,
-            )
-        }
-    };
-}
-
-execl_wrapper!(execl, 0);
-execl_wrapper!(execle, 1);
-execl_wrapper!(execlp, 2);
+// The `execl*` wrappers: the buffers are written, then the real function
+// runs with the variadic arguments intact. If the exec fails, tracing stays
+// stopped in this process (the events of its old image are written).
+super::asm::tail_wrapper!(execl, 0, prepare_execl, "the trace buffers are written first.");
+super::asm::tail_wrapper!(execle, 1, prepare_execl, "the trace buffers are written first.");
+super::asm::tail_wrapper!(execlp, 2, prepare_execl, "the trace buffers are written first.");
