@@ -5,7 +5,8 @@
 #
 # bench/trace/loop.c (no instrumentation) calls leaf() (bench/trace/leaf.c,
 # -O2 with gcc -pg -mfentry -mrecord-mcount) CALLS times. Configurations:
-#   bare      no runtime
+#   plain     leaf() built without instrumentation (the anchor of overheads)
+#   bare      the -pg build, no runtime (leaf calls glibc's __fentry__)
 #   off       runtime loaded, no tracer (every site a NOP)
 #   graph     FNTRACE_DATA set, tracer function_graph (the default)
 #   function  tracer function (entry with caller, 16 bytes per event)
@@ -37,8 +38,10 @@ so=$root/target/release/libfntrace_runtime.so
 gcc -O2 -pg -mfentry -mrecord-mcount -c "$here/trace/leaf.c" -o "$out/leaf.o"
 gcc -O2 -c "$here/trace/loop.c" -o "$out/loop.o"
 gcc "$out/loop.o" "$out/leaf.o" -o "$out/loop" 2>&1 | grep -v -e 'read-only section' -e DT_TEXTREL >&2 || true
+gcc -O2 -c "$here/trace/leaf.c" -o "$out/leaf-plain.o"
+gcc "$out/loop.o" "$out/leaf-plain.o" -o "$out/loop-plain"
 
-configs=(bare off graph function profile rdtsc clock)
+configs=(plain bare off graph function profile rdtsc clock)
 run() { # config calls [wrapper...] -> the program's output
     local c=$1 n=$2
     shift 2
@@ -46,6 +49,7 @@ run() { # config calls [wrapper...] -> the program's output
     rm -rf "$data"
     mkdir -p "$data"
     case $c in
+    plain) "$@" "$out/loop-plain" call "$n" ;;
     bare) "$@" "$out/loop" call "$n" ;;
     rdtsc | clock) "$@" "$out/loop" "$c" "$n" ;;
     off) env LD_PRELOAD="$so" "$@" "$out/loop" call "$n" ;;
@@ -85,15 +89,15 @@ for line in open(os.path.join(out, "instr")):
     c, a, b = line.split()
     instr[c] = (int(b) - int(a)) / 100000
 med = {c: statistics.median(v) for c, v in ns.items()}
-bare, tsc = med["bare"], med["rdtsc"]
+bare, tsc = med["plain"], med["rdtsc"]
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True, text=True).stdout.strip()
 rows = [
-    "| configuration | ns per iteration, median (min–max) | over bare, ns | ÷ one rdtsc | instructions per iteration (callgrind) |",
+    "| configuration | ns per iteration, median (min–max) | over plain, ns | ÷ one rdtsc | instructions per iteration (callgrind) |",
     "|---|---|---|---|---|",
 ]
-for c in ["bare", "off", "graph", "function", "profile", "rdtsc", "clock"]:
+for c in ["plain", "bare", "off", "graph", "function", "profile", "rdtsc", "clock"]:
     v = ns[c]
-    over = "" if c in ("bare", "rdtsc", "clock") else f"{med[c] - bare:+.2f}"
+    over = "" if c in ("plain", "rdtsc", "clock") else f"{med[c] - bare:+.2f}"
     rows.append(f"| {c} | {med[c]:.2f} ({min(v):.2f}–{max(v):.2f}) | {over} | {med[c] / tsc:.2f} | {instr[c]:.1f} |")
 text = "\n".join([
     f"Machine: {cpu}, {os.cpu_count()} cores. Runs: {runs} × {calls:,} iterations (round-robin).",

@@ -73,6 +73,7 @@ fn setup() -> std::result::Result<(), String> {
             sync.as_str()
         );
     }
+    routines::setup();
     trap::install().map_err(|e| format!("cannot install the SIGTRAP handler: {e}"))?;
     let mut state = State {
         core: Core::new(),

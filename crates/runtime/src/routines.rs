@@ -73,6 +73,49 @@ global_asm!(
     .endr
     .endm
 
+    // Saves the vector argument registers at rsp + base. With AVX, whole
+    // ymm registers only when their upper halves are in use (XGETBV 1,
+    // XINUSE bit 2, where the CPU has it): restoring ymm registers makes
+    // the upper state dirty, which slows every later SSE instruction of
+    // the program; with clean upper halves, xmm is all there is to keep
+    // (anything we call that dirties them zeroes them again, `vzeroupper`).
+    // The choice is kept at rsp + flag. Clobbers rax, rcx, rdx.
+    .macro FNTRACE_SAVE_VECS base, flag, avx
+    .if \avx
+    mov dword ptr [rsp + \flag], 4
+    cmp byte ptr [rip + {xinuse}], 0
+    je 71f
+    mov ecx, 1
+    xgetbv
+    mov [rsp + \flag], eax
+71:
+    test byte ptr [rsp + \flag], 4
+    jz 72f
+    FNTRACE_VECS 0, \base, 1
+    jmp 73f
+72:
+    FNTRACE_VECS 0, \base, 0
+73:
+    .else
+    FNTRACE_VECS 0, \base, 0
+    .endif
+    .endm
+
+    // Loads what FNTRACE_SAVE_VECS saved.
+    .macro FNTRACE_LOAD_VECS base, flag, avx
+    .if \avx
+    test byte ptr [rsp + \flag], 4
+    jz 74f
+    FNTRACE_VECS 1, \base, 1
+    jmp 75f
+74:
+    FNTRACE_VECS 1, \base, 0
+75:
+    .else
+    FNTRACE_VECS 1, \base, 0
+    .endif
+    .endm
+
     // rsi = the parent's return address, r8 = where it is on the stack
     // (the traced function's return slot, which a tracer may hijack).
     .macro FNTRACE_PARENT mcount
@@ -96,7 +139,7 @@ global_asm!(
 \name:
     push rbp
     mov rbp, rsp
-    sub rsp, 320
+    sub rsp, 336
     and rsp, -16
     mov [rsp + 0], rdi
     mov [rsp + 8], rsi
@@ -106,13 +149,13 @@ global_asm!(
     mov [rsp + 40], r9
     mov [rsp + 48], rax
     mov [rsp + 56], r10
-    FNTRACE_VECS 0, 64, \avx
+    FNTRACE_SAVE_VECS 64, 320, \avx
     mov rdi, [rbp + 8]
     FNTRACE_PARENT \mcount
     mov rdx, r11
     xor ecx, ecx
     call [r11 + \offset]
-    FNTRACE_VECS 1, 64, \avx
+    FNTRACE_LOAD_VECS 64, 320, \avx
     mov rdi, [rsp + 0]
     mov rsi, [rsp + 8]
     mov rdx, [rsp + 16]
@@ -136,7 +179,7 @@ global_asm!(
 \name:
     push rbp
     mov rbp, rsp
-    sub rsp, 400
+    sub rsp, 416
     and rsp, -16
     mov [rsp + 0], r15
     mov [rsp + 8], r14
@@ -161,13 +204,13 @@ global_asm!(
     mov [rsp + 128], rax
     lea rax, [rbp + 16]
     mov [rsp + 136], rax
-    FNTRACE_VECS 0, 144, \avx
+    FNTRACE_SAVE_VECS 144, 400, \avx
     mov rdi, [rbp + 8]
     FNTRACE_PARENT \mcount
     mov rdx, r11
     mov rcx, rsp
     call [r11 + \offset]
-    FNTRACE_VECS 1, 144, \avx
+    FNTRACE_LOAD_VECS 144, 400, \avx
     mov rax, [rsp + 120]
     mov [rbp + 8], rax
     mov rax, [rsp + 32]
@@ -203,8 +246,28 @@ global_asm!(
     FNTRACE_REGS_ROUTINE fntrace_entry_regs_avx, 0, 8, 1
     FNTRACE_REGS_ROUTINE fntrace_mcount_regs_avx, 1, 8, 1
     FNTRACE_REGS_ROUTINE fntrace_exit_regs_avx, 0, 16, 1
-"#
+"#,
+    xinuse = sym XINUSE,
 );
+
+/// Whether `XGETBV` with `ECX = 1` (the XINUSE bitmap) works on this CPU.
+static XINUSE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Reads the CPU features the routines use.
+pub fn setup() {
+    let avx = std::arch::is_x86_feature_detected!("avx");
+    let xinuse = avx && {
+        // cpuid only reads; leaf 0xD exists where AVX does.
+        let leaf = std::arch::x86_64::__cpuid_count(0xd, 1);
+        leaf.eax & 4 != 0
+    };
+    XINUSE.store(xinuse, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether the return trampoline may test XINUSE.
+pub fn has_xinuse() -> bool {
+    XINUSE.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 extern "C" {
     fn fntrace_entry_sse();

@@ -24,6 +24,9 @@ use super::thread::{off, SHADOW};
 /// Whether to save whole `ymm` registers (read by the trampoline).
 static FNTRACE_HAS_AVX: AtomicBool = AtomicBool::new(false);
 
+/// Whether the trampoline may test XINUSE (see `routines.rs`).
+static FNTRACE_XINUSE: AtomicBool = AtomicBool::new(false);
+
 /// Real functions by wrapper index.
 static REAL: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
 const NAMES: [&[u8]; 5] = [
@@ -41,6 +44,7 @@ const PTHREAD_EXIT: usize = 3;
 /// Reads the CPU features the trampoline needs.
 pub fn setup() {
     FNTRACE_HAS_AVX.store(std::arch::is_x86_feature_detected!("avx"), Ordering::Relaxed);
+    FNTRACE_XINUSE.store(crate::routines::has_xinuse(), Ordering::Relaxed);
 }
 
 /// The return trampoline (the address written into hijacked slots).
@@ -290,11 +294,23 @@ fntrace_return_slow:
     push rbp
     mov rbp, rsp
     and rsp, -16
-    sub rsp, 80
+    sub rsp, 96
     mov [rsp], rax
     mov [rsp + 8], rdx
+    // ymm only if the CPU has AVX and (where XINUSE can be read) the
+    // upper halves are in use: see FNTRACE_SAVE_VECS in routines.rs.
+    mov dword ptr [rsp + 80], 0
     cmp byte ptr [rip + {avx}], 0
     je 1f
+    mov dword ptr [rsp + 80], 4
+    cmp byte ptr [rip + {xinuse}], 0
+    je 5f
+    mov ecx, 1
+    xgetbv
+    mov [rsp + 80], eax
+5:
+    test byte ptr [rsp + 80], 4
+    jz 1f
     vmovdqu [rsp + 16], ymm0
     vmovdqu [rsp + 48], ymm1
     jmp 2f
@@ -306,8 +322,8 @@ fntrace_return_slow:
     mov rdi, rbp
     call {ret}
     mov r11, rax
-    cmp byte ptr [rip + {avx}], 0
-    je 3f
+    test byte ptr [rsp + 80], 4
+    jz 3f
     vmovdqu ymm0, [rsp + 16]
     vmovdqu ymm1, [rsp + 48]
     jmp 4f
@@ -324,6 +340,7 @@ fntrace_return_slow:
 
 "#,
     avx = sym FNTRACE_HAS_AVX,
+    xinuse = sym FNTRACE_XINUSE,
     fast = const off::FAST,
     depth = const off::DEPTH,
     frames = const off::FRAMES,
