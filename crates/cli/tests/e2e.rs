@@ -984,3 +984,66 @@ fn truncated_thread_file() {
         diff(&expected.canonical(), &cut_replay.canonical())
     );
 }
+
+const SPIN: Program = Program {
+    name: "spin",
+    cxx: false,
+    libs: &[],
+    status: 0,
+    graph: None,
+};
+
+/// Ctrl-C (SIGINT to the foreground group) during `record`: the program
+/// dies of the signal as it would untraced, the runtime writes its buffers
+/// first, and fntrace completes `info.json` and exits with 128 + 2.
+#[test]
+fn ctrl_c_writes_the_trace() {
+    let Some(exe) = prepare(&SPIN, Style::Fentry) else {
+        return;
+    };
+    let work = Work::new("e2e-ctrl-c");
+    let data = work.path("data");
+    let mut child = fntrace()
+        .args(["record", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(&exe)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("fntrace record");
+    // Wait for the program's first line, then let it run a little.
+    let mut first = [0u8; 6];
+    child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"start\n");
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on the process group of the child we started.
+    unsafe { kill(-(child.id() as i32), 2) };
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > DEADLINE {
+            // SAFETY: as above.
+            unsafe { kill(-(child.id() as i32), 9) };
+            panic!("fntrace record did not end after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(status.code(), Some(130), "fntrace's exit status");
+    let (info, _) = fntrace_ok(&work.dir, &["info", data.to_str().unwrap()]);
+    assert!(info.contains("killed by signal 2"), "{info}");
+    // Only the runtime's final flush marks the process ended.
+    let ended = info.lines().find(|l| l.trim_start().starts_with("ended"));
+    assert!(ended.is_some_and(|l| l.ends_with(": yes")), "{info}");
+    let (replay, _) = fntrace_ok(&work.dir, &["replay", data.to_str().unwrap()]);
+    let leaves = replay.lines().filter(|l| l.ends_with("leaf();")).count();
+    let works = replay.lines().filter(|l| l.ends_with("} /* work */")).count();
+    assert!(
+        works >= 1 && leaves >= 1000 * works,
+        "{works} work calls, {leaves} leaf calls"
+    );
+}

@@ -6,6 +6,8 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use std::{env, fs};
 
@@ -133,6 +135,13 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
         };
     }
     command.env("LD_PRELOAD", launch::preload(&runtime));
+    // Ctrl-C and Ctrl-\ go to the whole foreground group: the command gets
+    // them and ends as it would (the runtime writes its buffers first);
+    // fntrace outlives them to complete info.json and pass the status on.
+    let terminal = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGQUIT] {
+        signal_hook::flag::register(signal, Arc::clone(&terminal))?;
+    }
     let status = match command.status() {
         Ok(status) => status,
         // As shells do: found but not executable (a script without `#!`, a

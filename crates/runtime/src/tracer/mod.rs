@@ -273,6 +273,19 @@ pub fn flush_all(ended: bool) {
         }
     }
     writer::stop();
+    write_out(ended);
+}
+
+/// Stops recording on every thread (the writer's final flush).
+pub fn stop_recording() {
+    thread::FINISHED.store(true, Ordering::Release);
+    for t in thread::all() {
+        t.fast.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Writes every buffer, the profile and the final `process.json`.
+pub fn write_out(ended: bool) {
     writer::flush(true);
     if config().kind == Tracer::Profile {
         write_profile();

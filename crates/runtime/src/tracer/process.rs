@@ -38,6 +38,21 @@ pub fn install(flight: bool) {
     }
     // SAFETY: the handlers are plain functions that stay loaded.
     unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+    // Terminating signals the program leaves at their default: write the
+    // buffers, then die of the signal as the program would have.
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+        // SAFETY: a query of the disposition, then a handler that only
+        // talks to the writer through atomics and re-raises.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = on_terminate as *const () as usize;
+                libc::sigemptyset(&mut sa.sa_mask);
+                libc::sigaction(sig, &sa, std::ptr::null_mut());
+            }
+        }
+    }
     if flight {
         // SAFETY: a zeroed sigaction with a handler that only stores a flag.
         unsafe {
@@ -47,6 +62,30 @@ pub fn install(flight: bool) {
             libc::sigemptyset(&mut sa.sa_mask);
             libc::sigaction(FLIGHT_SIGNAL, &sa, std::ptr::null_mut());
         }
+    }
+}
+
+extern "C" fn on_terminate(sig: c_int) {
+    let _errno = crate::sys::ErrnoGuard::new();
+    if writer::request_final() {
+        // Up to 2 s for the writer: nanosleep is async-signal-safe.
+        for _ in 0..400 {
+            if writer::final_done() {
+                break;
+            }
+            let ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 5_000_000,
+            };
+            // SAFETY: a valid timespec; no remainder wanted.
+            unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+        }
+    }
+    // SAFETY: back to the default disposition; the signal, blocked while
+    // this handler runs, is delivered when it returns.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
     }
 }
 

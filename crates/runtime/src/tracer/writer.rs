@@ -40,6 +40,29 @@ static WAKE_LOCK: Mutex<()> = Mutex::new(());
 static STOP: AtomicBool = AtomicBool::new(false);
 /// Set by the flight recorder's signal: write the buffers now.
 pub static DUMP: AtomicBool = AtomicBool::new(false);
+/// A terminating signal asked for the final flush (1), done (2).
+static FINAL: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static RUNNING: AtomicBool = AtomicBool::new(false);
+
+/// From a signal handler: asks the writer for the final flush; false if
+/// there is no writer to ask.
+pub fn request_final() -> bool {
+    if !RUNNING.load(Ordering::Acquire) {
+        return false;
+    }
+    if FINAL
+        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok()
+    {
+        WAKE.notify_one();
+    }
+    true
+}
+
+/// Whether the final flush asked for is done.
+pub fn final_done() -> bool {
+    FINAL.load(Ordering::Acquire) == 2
+}
 
 /// Locks the files.
 pub fn files() -> MutexGuard<'static, Files> {
@@ -78,11 +101,23 @@ pub fn start() {
 }
 
 fn run() {
+    RUNNING.store(true, Ordering::Release);
+    run_loop();
+    RUNNING.store(false, Ordering::Release);
+}
+
+fn run_loop() {
     let mut ticks = 0u32;
     loop {
         {
             let guard = WAKE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
             let _ = WAKE.wait_timeout(guard, Duration::from_millis(10));
+        }
+        if FINAL.load(Ordering::Acquire) == 1 {
+            super::stop_recording();
+            super::write_out(true);
+            FINAL.store(2, Ordering::Release);
+            return;
         }
         if STOP.load(Ordering::Relaxed) || thread::FINISHED.load(Ordering::Relaxed) {
             return;
