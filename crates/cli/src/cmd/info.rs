@@ -142,7 +142,7 @@ fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>) 
     );
     sheet.item("  tracer", &info.tracer);
 
-    let (mut events, mut lost, mut chunks) = (0u64, 0u64, 0u64);
+    let (mut events, mut lost, mut chunks, mut flight) = (0u64, 0u64, 0u64, false);
     for &tid in &process.tids {
         let mut stream = process.events(tid);
         events += (&mut stream)
@@ -150,6 +150,7 @@ fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>) 
             .count() as u64;
         lost += stream.lost();
         chunks += stream.lost_chunks();
+        flight |= stream.flight();
         damage.extend(stream.damage().map(str::to_string));
     }
     let tids: Vec<String> = process.tids.iter().map(u32::to_string).collect();
@@ -157,11 +158,15 @@ fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>) 
     sheet.item("  events", events.to_string());
     let mut lost_text = lost.to_string();
     if chunks > 0 {
-        let _ = write!(
-            lost_text,
-            ", {chunks} chunk{} missing",
-            if chunks == 1 { "" } else { "s" }
-        );
+        let plural = if chunks == 1 { "" } else { "s" };
+        if flight {
+            let _ = write!(
+                lost_text,
+                ", {chunks} older chunk{plural} not kept (flight recorder)"
+            );
+        } else {
+            let _ = write!(lost_text, ", {chunks} chunk{plural} missing");
+        }
     }
     if info.lost != lost {
         let _ = write!(lost_text, " (the runtime counted {})", info.lost);

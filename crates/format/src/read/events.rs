@@ -69,6 +69,7 @@ pub struct ThreadEvents {
     pending: VecDeque<Event>,
     lost: u64,
     lost_chunks: u64,
+    flight: bool,
 }
 
 impl ThreadEvents {
@@ -80,6 +81,7 @@ impl ThreadEvents {
             pending: VecDeque::new(),
             lost: 0,
             lost_chunks: 0,
+            flight: false,
         }
     }
 
@@ -115,6 +117,12 @@ impl ThreadEvents {
     /// Chunks missing so far (gaps in the sequence numbers).
     pub fn lost_chunks(&self) -> u64 {
         self.lost_chunks
+    }
+
+    /// Whether the chunks come from the flight recorder (flag
+    /// `FLAG_FLIGHT`): missing chunks were overwritten on purpose.
+    pub fn flight(&self) -> bool {
+        self.flight
     }
 
     /// Whether the thread's last chunk (flag `FLAG_LAST`) was read: the
@@ -163,6 +171,7 @@ impl Iterator for ThreadEvents {
         loop {
             match self.raw.next()? {
                 RawItem::Chunk { header, missing, .. } => {
+                    self.flight |= header.is_flight();
                     let ns = self.clock.to_ns(header.start);
                     let lost = |n| Event {
                         ns,
