@@ -57,6 +57,11 @@ pub fn fast_entry() -> usize {
     fntrace_fast_entry as *const () as usize
 }
 
+/// The fast entry routine of the `function` tracer (per-site slots).
+pub fn fast_caller() -> usize {
+    fntrace_fast_caller as *const () as usize
+}
+
 /// Where the fast entry path goes when it cannot record: the tracer's ops
 /// and the generic entry routine.
 static FALLBACK_OPS: AtomicUsize = AtomicUsize::new(0);
@@ -122,6 +127,7 @@ extern "C" fn prepare_unwind(which: usize, sp: usize) -> usize {
 extern "C" {
     fn fntrace_return_to_handler();
     fn fntrace_fast_entry();
+    fn fntrace_fast_caller();
 }
 
 global_asm!(
@@ -216,6 +222,61 @@ fntrace_fast_entry:
     mov r11, [rip + {fallback_ops}]
     jmp qword ptr [rip + {fallback_routine}]
     .size fntrace_fast_entry, . - fntrace_fast_entry
+
+    // The fast path of the `function` tracer: r11 is the ENTRY_CALLER
+    // word of the site's function; the event's payload is the caller's
+    // address (the function's return address, [rsp + 8] on entry).
+    .text
+    .p2align 4
+    .globl fntrace_fast_caller
+    .hidden fntrace_fast_caller
+    .type fntrace_fast_caller, @function
+fntrace_fast_caller:
+    push rax
+    push rdx
+    push rcx
+    push rsi
+    push rdi
+    mov rcx, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]
+    mov rcx, qword ptr fs:[rcx]
+    test rcx, rcx
+    jz 9f
+    cmp byte ptr [rcx + {fast}], 1
+    jne 9f
+    mov rsi, [rcx + {wptr}]
+    cmp rsi, [rcx + {wend}]
+    jae 9f
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    mov rdx, rax
+    sub rdx, [rcx + {last}]
+    mov rdi, rdx
+    shr rdi, 37
+    jnz 9f
+    mov [rcx + {last}], rax
+    shl rdx, 27
+    or rdx, r11
+    mov [rsi], rdx
+    mov rdx, [rsp + 48]
+    mov [rsi + 8], rdx
+    add rsi, 16
+    mov [rcx + {wptr}], rsi
+    pop rdi
+    pop rsi
+    pop rcx
+    pop rdx
+    pop rax
+    ret
+9:
+    pop rdi
+    pop rsi
+    pop rcx
+    pop rdx
+    pop rax
+    mov r11, [rip + {fallback_ops}]
+    jmp qword ptr [rip + {fallback_routine}]
+    .size fntrace_fast_caller, . - fntrace_fast_caller
 
     // The fast return path: a hijacked function returned here; rax and
     // rdx hold its return value (xmm0/xmm1 are not touched), every other

@@ -145,13 +145,13 @@ pub fn start_from_env() -> Result<(), String> {
         time_filter,
         has_graph: !graph.is_empty(),
         tracing: AtomicBool::new(!starts_off),
-        fast: kind == Tracer::Graph
-            && depth == 0
-            && graph.is_empty()
-            && time_filter == 0
+        fast: var("FNTRACE_SLOW").is_none()
             && triggers.is_empty()
-            && notrace.is_empty()
-            && var("FNTRACE_SLOW").is_none(),
+            && match kind {
+                Tracer::Graph => depth == 0 && graph.is_empty() && time_filter == 0 && notrace.is_empty(),
+                Tracer::Function => true,
+                Tracer::Profile => false,
+            },
         graph,
         notrace,
         triggers,
@@ -233,12 +233,17 @@ pub fn fast_slot(ops: &RawOps, site: &crate::state::Site) -> Option<(usize, usiz
     if ops as *const RawOps as usize != fast_ops
         || site.role != fntrace_core::Role::Entry
         || site.fid == fids::NO_FID
-        || fids::flags(site.fid) & fids::HAS_EXIT != 0
     {
         return None;
     }
-    let word = fntrace_format::event::word_of(fntrace_format::event::Kind::Entry, site.fid);
-    Some((word as usize, asm::fast_entry()))
+    use fntrace_format::event::{word_of, Kind};
+    match config().kind {
+        Tracer::Function => Some((word_of(Kind::EntryCaller, site.fid) as usize, asm::fast_caller())),
+        Tracer::Graph if fids::flags(site.fid) & fids::HAS_EXIT == 0 => {
+            Some((word_of(Kind::Entry, site.fid) as usize, asm::fast_entry()))
+        }
+        _ => None,
+    }
 }
 
 /// Called with the state locked when modules were added: new function ids
