@@ -200,7 +200,6 @@ fntrace_fast_entry:
     mov [rsi], rax
     mov rdx, [rax]
     mov [rsi + 8], rdx
-    mov qword ptr [rsi + 24], 0
     mov rdx, r11
     shr rdx, 3
     bts rdx, 32
@@ -208,7 +207,6 @@ fntrace_fast_entry:
     lea rdx, [rip + fntrace_return_to_handler]
     mov [rax], rdx
     inc qword ptr [rcx + {depth}]
-    inc dword ptr [rcx + {recorded}]
     pop rsi
     pop rcx
     pop rdx
@@ -332,7 +330,6 @@ fntrace_return_to_handler:
     add r9, 8
     mov [rcx + {wptr}], r9
     dec qword ptr [rcx + {depth}]
-    dec dword ptr [rcx + {recorded}]
     mov rax, r8
     mov rdx, rdi
     jmp r10
@@ -408,7 +405,6 @@ fntrace_return_slow:
     wptr = const off::WPTR,
     wend = const off::WEND,
     last = const off::LAST,
-    recorded = const off::RECORDED,
     shadow = const SHADOW,
     fallback_ops = sym FALLBACK_OPS,
     fallback_routine = sym FALLBACK_ROUTINE,

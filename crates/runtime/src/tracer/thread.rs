@@ -104,8 +104,6 @@ pub mod off {
     pub const DEPTH: usize = offset_of!(Thread, depth);
     /// `frames`.
     pub const FRAMES: usize = offset_of!(Thread, frames);
-    /// `recorded`.
-    pub const RECORDED: usize = offset_of!(Thread, recorded);
     /// `fast`.
     pub const FAST: usize = offset_of!(Thread, fast);
 }
@@ -125,7 +123,8 @@ pub struct Thread {
     pub depth: usize,
     /// The shadow stack.
     pub frames: *mut Frame,
-    /// Recorded frames (for `--depth`).
+    /// Recorded frames (for `--depth`; the fast paths, which run only
+    /// without a depth limit, leave it alone).
     pub recorded: u32,
     /// 1 while the fast paths may run: fast mode, not busy, not ended.
     pub fast: AtomicU8,

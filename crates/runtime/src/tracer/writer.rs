@@ -222,7 +222,7 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
                 lost: dropped.min(u32::MAX as u64) as u32,
                 start: last,
             };
-            append(files, t.tid, &header.encode());
+            append(files, t.tid, &[&header.encode()]);
             files.next.insert(t.tid, seq.wrapping_add(1));
         }
     }
@@ -262,15 +262,13 @@ fn write_chunk(files: &mut Files, t: &Thread, i: usize, skip: u32, len: u32) -> 
         },
         start,
     };
-    let mut buf = Vec::with_capacity(header_len() + data.len());
-    buf.extend_from_slice(&header.encode());
-    buf.extend_from_slice(&data[skip as usize..]);
-    append(files, t.tid, &buf);
+    // Straight from the chunk: no copy of the events.
+    append(files, t.tid, &[&header.encode(), &data[skip as usize..]]);
     len
 }
 
-/// Appends `bytes` to the events file of `tid`.
-fn append(files: &mut Files, tid: u32, bytes: &[u8]) {
+/// Appends `parts` to the events file of `tid`.
+fn append(files: &mut Files, tid: u32, parts: &[&[u8]]) {
     let Some(dir) = files.dir.clone() else { return };
     let file = match files.files.entry(tid) {
         std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
@@ -282,13 +280,12 @@ fn append(files: &mut Files, tid: u32, bytes: &[u8]) {
             }
         }
     };
-    if file.write_all(bytes).is_ok() {
-        files.bytes += bytes.len() as u64;
+    for part in parts {
+        if file.write_all(part).is_err() {
+            return;
+        }
+        files.bytes += part.len() as u64;
     }
-}
-
-fn header_len() -> usize {
-    fntrace_format::chunk::HEADER_LEN
 }
 
 /// The tick of the last event in `data`, from the chunk's `start`.
