@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod cmd;
+mod export;
 mod funcgraph;
 mod launch;
 mod merge;
@@ -32,6 +33,8 @@ enum Command {
     Report(cmd::report::Args),
     Graph(cmd::graph::Args),
     Info(cmd::info::Args),
+    Dump(cmd::dump::Args),
+    Flamegraph(cmd::flamegraph::Args),
     List(cmd::list::Args),
     Recordmcount(cmd::recordmcount::Args),
 }
@@ -48,6 +51,8 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::run(args),
         Command::Graph(args) => cmd::graph::run(args),
         Command::Info(args) => cmd::info::run(args),
+        Command::Dump(args) => cmd::dump::run(args),
+        Command::Flamegraph(args) => cmd::flamegraph::run(args),
         Command::List(args) => cmd::list::run(&args),
         Command::Recordmcount(args) => cmd::recordmcount::run(&args),
     };

@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
+pub mod dump;
+pub mod flamegraph;
 pub mod graph;
 pub mod info;
 pub mod list;

@@ -1,0 +1,141 @@
+//! `fntrace dump [DIR] --chrome|--perfetto|--folded|--firefox [-o FILE]`:
+//! the trace converted for other tools (uftrace dump --chrome,
+//! stackcollapse): Chrome Trace Event JSON for chrome://tracing and
+//! Perfetto, Perfetto's own protobuf, folded stacks for flamegraph.pl,
+//! inferno and speedscope, the Firefox Profiler's processed format.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use fntrace_format::layout;
+use fntrace_format::read::Trace;
+
+use crate::cmd::replay::empty_reason;
+use crate::export::progress::Progress;
+use crate::export::sink::Sink;
+use crate::export::{chrome, firefox, folded, perfetto};
+use crate::trace;
+
+const AFTER_HELP: &str = "\
+--chrome writes Chrome Trace Event JSON: one track per thread (pid = the
+traced process, tid = the thread), each call a B/E pair named by its
+demangled function, ts/dur in microseconds; lost events, the function
+tracer's entries (with their callers) and trigger marks are instant
+events; --time-filter calls are X events. 'metadata' holds the command
+line, clock source, lost events and fntrace version. Open it in
+https://ui.perfetto.dev or chrome://tracing. It is written as the trace is
+read: memory does not grow with the trace.
+
+--perfetto writes Perfetto's native protobuf (a Trace of TracePackets,
+built with Perfetto's own .proto definitions): a track per process and
+thread, each call a slice begin/end with interned names and timestamps
+delta-encoded on an incremental clock: several times smaller than the
+JSON. Streams like --chrome. Open it in https://ui.perfetto.dev.
+
+--firefox writes the Firefox Profiler's processed format: each call an
+interval marker (Marker Chart), and samples carrying the call stack,
+weighted by the nanoseconds until the next entry or exit (1 sample = 1 ns),
+so the Call Tree and Flame Graph show exact inclusive and self times. The
+profile is built in memory. Open it in https://profiler.firefox.com.
+
+--folded writes one line per distinct call stack, 'main;a;leaf 1234': the
+self time of its innermost function in nanoseconds, summed over the
+trace, sorted by stack; the threads merge (--per-thread starts each stack
+with its thread, 'T<tid>'). The values add up to the self times of
+'fntrace report'. Feed it to flamegraph.pl or inferno-flamegraph, or see
+'fntrace flamegraph'.
+
+Output goes to standard output, or with -o to FILE: written as FILE.tmp,
+renamed when complete, so a failure leaves no file. A progress bar shows
+on a terminal.
+
+Examples:
+  fntrace dump --chrome -o trace.json
+  fntrace dump --folded other.data | flamegraph.pl > fg.svg";
+
+/// Convert a trace for other tools.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+#[command(group(clap::ArgGroup::new("format").required(true).args(["chrome", "perfetto", "folded", "firefox"])))]
+pub struct Args {
+    /// The data directory.
+    #[arg(default_value = layout::DEFAULT_DIR)]
+    dir: PathBuf,
+    /// Write Chrome Trace Event JSON.
+    #[arg(long)]
+    chrome: bool,
+    /// Write Perfetto's protobuf trace.
+    #[arg(long)]
+    perfetto: bool,
+    /// Write folded stacks with self times (ns).
+    #[arg(long)]
+    folded: bool,
+    /// Write a Firefox Profiler profile (JSON).
+    #[arg(long)]
+    firefox: bool,
+    /// With --folded: start each stack with its thread (T<tid>).
+    #[arg(long, conflicts_with = "chrome")]
+    per_thread: bool,
+    /// Write to FILE instead of standard output.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Only these threads; repeatable.
+    #[arg(long = "tid", value_name = "TID")]
+    tid: Vec<u32>,
+    /// Show symbol names as recorded (mangled).
+    #[arg(long)]
+    no_demangle: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let trace = trace::open(&args.dir)?;
+    trace::check_tids(&trace, &args.tid)?;
+    let threads = trace::select(&trace, &args.tid);
+    if threads.is_empty() {
+        trace::warn_damage(&trace.damage);
+        anyhow::bail!(empty_reason(&trace, &args.dir));
+    }
+    let mut sink = Sink::create(args.output.as_deref())?;
+    let progress = Progress::new(&threads, 1, "dump");
+    let demangle = !args.no_demangle;
+
+    let (events, damage, empty) = if args.chrome {
+        let summary = chrome::write(sink.out(), &trace, &threads, demangle, &progress)?;
+        (summary.events, summary.damage, summary.events == 0)
+    } else if args.perfetto {
+        let stats = perfetto::write(sink.out(), &trace, &threads, demangle, Some(&progress))?;
+        (stats.events, stats.damage, stats.events == 0)
+    } else if args.firefox {
+        let stats = firefox::write_firefox(&trace, sink.out(), demangle)?;
+        (stats.events, stats.damage, stats.events == 0)
+    } else {
+        let stacks = folded::collect(&threads, args.per_thread, demangle, &progress);
+        folded::write(sink.out(), &stacks.lines)?;
+        (stacks.events, stacks.damage, stacks.lines.is_empty())
+    };
+    progress.finish();
+    trace::warn_damage(&trace.damage);
+    trace::warn_damage(&damage);
+    if empty {
+        anyhow::bail!(nothing_to_show(&trace, &args.dir, events));
+    }
+    sink.commit()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Why a trace gives no output: no events, or no call with a duration
+/// (folded stacks, flame graphs).
+pub fn nothing_to_show(trace: &Trace, dir: &Path, events: u64) -> String {
+    if events == 0 {
+        return empty_reason(trace, dir);
+    }
+    let function_tracer = trace.processes.iter().all(|p| p.info.tracer == "function");
+    if function_tracer {
+        format!(
+            "{}: recorded with the function tracer, which records entries without durations; see 'fntrace dump --chrome'",
+            dir.display()
+        )
+    } else {
+        format!("{}: no call in the trace lasted any time", dir.display())
+    }
+}

@@ -1,0 +1,122 @@
+//! `fntrace flamegraph [DIR] [-o FILE] [--flamechart]`: an interactive SVG
+//! flame graph of the trace's self times (Brendan Gregg's flame graphs,
+//! drawn by the `inferno` crate), or a flame chart in time order.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use fntrace_format::layout;
+use fntrace_format::read::Trace;
+use inferno::flamegraph::{self, Options};
+
+use crate::cmd::dump::nothing_to_show;
+use crate::cmd::replay::empty_reason;
+use crate::export::progress::Progress;
+use crate::export::sink::Sink;
+use crate::export::{chart, folded};
+use crate::trace::{self, command_line};
+
+const AFTER_HELP: &str = "\
+A flame graph shows every distinct call stack once, as wide as the time
+spent in it (the folded stacks of 'fntrace dump --folded', in ns): stacks
+merge over the whole trace and the threads, and siblings are sorted by
+name, so x is not time. Click a frame to zoom, Ctrl-F to search.
+
+--flamechart keeps time order instead: x is time, each frame one call.
+The threads are laid out one after the other, each under a frame T<tid>
+that spans its events. Calls narrower than 0.01% of the chart are drawn
+as part of their caller (as a flame graph drops them), which keeps the SVG
+small for long traces; the trace is read twice.
+
+Examples:
+  fntrace flamegraph -o fg.svg
+  fntrace flamegraph --flamechart --tid 4321 -o chart.svg other.data";
+
+/// Draw a flame graph (SVG).
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// The data directory.
+    #[arg(default_value = layout::DEFAULT_DIR)]
+    dir: PathBuf,
+    /// Write the SVG to FILE instead of standard output.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// A flame chart: calls in time order, not merged.
+    #[arg(long)]
+    flamechart: bool,
+    /// Start each stack with its thread (T<tid>) instead of merging the threads.
+    #[arg(long, conflicts_with = "flamechart")]
+    per_thread: bool,
+    /// The title (default: the command line).
+    #[arg(long, value_name = "TEXT")]
+    title: Option<String>,
+    /// Only these threads; repeatable.
+    #[arg(long = "tid", value_name = "TID")]
+    tid: Vec<u32>,
+    /// Show symbol names as recorded (mangled).
+    #[arg(long)]
+    no_demangle: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let trace = trace::open(&args.dir)?;
+    trace::check_tids(&trace, &args.tid)?;
+    let threads = trace::select(&trace, &args.tid);
+    if threads.is_empty() {
+        trace::warn_damage(&trace.damage);
+        anyhow::bail!(empty_reason(&trace, &args.dir));
+    }
+    let mut sink = Sink::create(args.output.as_deref())?;
+    let demangle = !args.no_demangle;
+
+    let passes = if args.flamechart { 2 } else { 1 };
+    let progress = Progress::new(&threads, passes, "flamegraph");
+    let (lines, events, damage) = if args.flamechart {
+        let chart = chart::collect(&threads, demangle, &progress);
+        (chart.lines, chart.events, chart.damage)
+    } else {
+        let stacks = folded::collect(&threads, args.per_thread, demangle, &progress);
+        let lines = stacks
+            .lines
+            .iter()
+            .map(|(stack, ns)| format!("{stack} {ns}"))
+            .collect();
+        (lines, stacks.events, stacks.damage)
+    };
+    progress.finish();
+    trace::warn_damage(&trace.damage);
+    trace::warn_damage(&damage);
+    if !lines.iter().any(|l| !l.ends_with(" 0")) {
+        anyhow::bail!(nothing_to_show(&trace, &args.dir, events));
+    }
+
+    let mut options = Options::default();
+    options.title = args.title.unwrap_or_else(|| title(&trace));
+    options.count_name = "ns".to_string();
+    // Colours from the names, so that the same trace draws the same.
+    options.hash = true;
+    if args.flamechart {
+        options.flame_chart = true;
+        options.subtitle = Some("flame chart: time from left to right, threads one after the other".into());
+        // inferno reverses the lines of a flame chart (flamegraph.pl reads
+        // its input backwards), so they go in last first.
+        flamegraph::from_lines(&mut options, lines.iter().rev().map(String::as_str), sink.out())?;
+    } else {
+        flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), sink.out())?;
+    }
+    sink.commit()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The command line of the run, or of its first process.
+fn title(trace: &Trace) -> String {
+    match &trace.info {
+        Some(info) if !info.command.is_empty() => info.command.join(" "),
+        _ => trace
+            .processes
+            .first()
+            .map(command_line)
+            .unwrap_or_else(|| "fntrace".into()),
+    }
+}

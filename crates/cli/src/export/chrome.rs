@@ -1,0 +1,440 @@
+//! Chrome Trace Event JSON (`chrome://tracing`, Perfetto, Speedscope),
+//! streamed: each event is written as it is read, one thread after the
+//! other, so memory holds one thread's open calls, never its events.
+//!
+//! ```text
+//! {"traceEvents":[
+//! {"ph":"M","pid":100,"name":"process_name","args":{"name":"./prog arg"}},
+//! {"ph":"M","pid":100,"tid":100,"name":"thread_name","args":{"name":"main"}},
+//! {"ph":"B","ts":0.000,"pid":100,"tid":100,"cat":"function","name":"main"},
+//! {"ph":"E","ts":150.000,"pid":100,"tid":100,"cat":"function","name":"main"}
+//! ],
+//! "displayTimeUnit":"ns",
+//! "metadata":{"command":"./prog arg","clock_source":"tsc","lost_events":0,...}}
+//! ```
+//!
+//! - `pid` is the traced process, `tid` the thread: one track per thread;
+//!   `process_name` is its command line, `thread_name` "main" for the
+//!   thread whose tid is the pid, else the tid.
+//! - A call is a `B`/`E` pair (`X` would need its duration at its start).
+//!   A call left by `longjmp` or closed by the exit of a caller ends with
+//!   an `E` with `"args":{"unwound":true}`, one still open when the thread's
+//!   events end with `"args":{"unfinished":true}`; an exit whose entry was
+//!   not recorded writes nothing. Times never go back within a thread
+//!   (damaged times are raised to the previous one), so every `B` has its
+//!   `E` after it, properly nested.
+//! - `--time-filter` calls (`CALL` events) are `X` events (`dur` known).
+//! - Entries of the `function` tracer are instant events (`i`, scope
+//!   thread) with `"args":{"caller":"main+0x1f"}`; lost events are instant
+//!   events named "events lost" with `"args":{"count":N}` (`count` 0 and
+//!   `"chunks_missing":true` for a gap of chunks); trigger marks are
+//!   instant events `trace_off`/`trace_on`.
+//! - `ts` and `dur` are microseconds with 3 decimals (exact nanoseconds),
+//!   `ts` from the earliest process start (`metadata.ts_origin_monotonic_ns`).
+//! - `metadata` comes last, once the totals are known.
+//!
+//! Nothing is written until the first event: a trace without events
+//! leaves the output empty (the caller reports the error).
+
+use std::fmt;
+use std::io::{self, Write};
+
+use fntrace_format::read::{EventKind, Process, ThreadEvents, Trace};
+use serde_json::json;
+
+use super::progress::Progress;
+use crate::trace::{command_line, utc, Names};
+
+/// What was written.
+#[derive(Debug, Default)]
+pub struct Summary {
+    /// Trace events read.
+    pub events: u64,
+    /// Damage notes of the thread files.
+    pub damage: Vec<String>,
+}
+
+/// Writes the Chrome JSON of `threads` (of `trace`) to `out`.
+pub fn write(
+    out: &mut impl Write,
+    trace: &Trace,
+    threads: &[(&Process, Vec<u32>)],
+    demangle: bool,
+    progress: &Progress,
+) -> io::Result<Summary> {
+    let origin = threads
+        .iter()
+        .map(|(p, _)| p.info.clock.mono0_ns)
+        .min()
+        .unwrap_or(0);
+    let mut json = Json {
+        out,
+        started: false,
+        origin,
+        events: 0,
+        progress,
+        line: Line::default(),
+    };
+    let mut summary = Summary::default();
+    let mut processes = Vec::new();
+    for (process, tids) in threads {
+        let mut names = JsonNames::new(process, demangle);
+        let mut named = false;
+        let (mut lost, mut chunks) = (0, 0);
+        for &tid in tids {
+            let mut events = progress.events(process, tid);
+            json.thread(process, tid, &mut named, &mut names, &mut events)?;
+            lost += events.lost();
+            chunks += events.lost_chunks();
+            summary.damage.extend(events.damage().map(str::to_string));
+        }
+        processes.push(json!({
+            "pid": process.info.pid,
+            "dir": process.name,
+            "command": command_line(process),
+            "clock_source": process.info.clock.source,
+            "lost_events": lost,
+            "lost_chunks": chunks,
+            "runtime_lost_events": process.info.lost,
+        }));
+    }
+    summary.events = json.events;
+    if json.started {
+        let meta = metadata(trace, threads, origin, processes, &summary.damage);
+        json.out
+            .write_all(b"\n],\n\"displayTimeUnit\":\"ns\",\n\"metadata\":")?;
+        serde_json::to_writer(&mut *json.out, &meta).map_err(io::Error::other)?;
+        json.out.write_all(b"}\n")?;
+    }
+    Ok(summary)
+}
+
+/// The top-level `metadata` object.
+fn metadata(
+    trace: &Trace,
+    threads: &[(&Process, Vec<u32>)],
+    origin: u64,
+    processes: Vec<serde_json::Value>,
+    damage: &[String],
+) -> serde_json::Value {
+    let info = trace.info.as_ref();
+    let command = match info {
+        Some(i) if !i.command.is_empty() => i.command.join(" "),
+        _ => threads.first().map(|(p, _)| command_line(p)).unwrap_or_default(),
+    };
+    let mut clocks: Vec<&str> = threads
+        .iter()
+        .map(|(p, _)| p.info.clock.source.as_str())
+        .collect();
+    clocks.dedup();
+    let sum = |key: &str| processes.iter().filter_map(|p| p[key].as_u64()).sum::<u64>();
+    json!({
+        "fntrace_version": env!("CARGO_PKG_VERSION"),
+        "command": command,
+        "argv": info.map(|i| i.command.clone()).unwrap_or_default(),
+        "tracer": info.map(|i| i.tracer.clone()).unwrap_or_default(),
+        "start_time": info.map(|i| utc(i.start_unix_ns)),
+        "exit_status": info.and_then(|i| i.exit_status),
+        "clock_source": clocks.join(","),
+        "lost_events": sum("lost_events"),
+        "lost_chunks": sum("lost_chunks"),
+        "ts_origin_monotonic_ns": origin,
+        "processes": processes,
+        "damage": damage,
+    })
+}
+
+/// The output, started on the first event.
+struct Json<'a, W: Write> {
+    out: &'a mut W,
+    started: bool,
+    /// The time (ns) of `ts` 0.
+    origin: u64,
+    events: u64,
+    progress: &'a Progress,
+    /// The text of a call event, made without `fmt` (the hot path).
+    line: Line,
+}
+
+/// An open `B` event.
+struct Open {
+    fid: u32,
+    ns: u64,
+}
+
+impl<W: Write> Json<'_, W> {
+    /// Starts one more item of `traceEvents`.
+    fn item(&mut self) -> io::Result<&mut W> {
+        if self.started {
+            self.out.write_all(b",\n")?;
+        } else {
+            self.out.write_all(b"{\"traceEvents\":[\n")?;
+            self.started = true;
+        }
+        Ok(self.out)
+    }
+
+    fn ts(&self, ns: u64) -> Micros {
+        Micros(i128::from(ns) - i128::from(self.origin))
+    }
+
+    /// Writes the line made in `self.line` as one more item.
+    fn flush_line(&mut self) -> io::Result<()> {
+        let line = std::mem::take(&mut self.line);
+        let result = self.item().and_then(|out| out.write_all(&line.0));
+        self.line = line;
+        result
+    }
+
+    /// Every event of one thread; the process and thread names first if it
+    /// has any.
+    fn thread(
+        &mut self,
+        process: &Process,
+        tid: u32,
+        named: &mut bool,
+        names: &mut JsonNames<'_>,
+        events: &mut ThreadEvents,
+    ) -> io::Result<()> {
+        let Some(first) = events.next() else {
+            return Ok(());
+        };
+        let pid = process.info.pid;
+        if !std::mem::replace(named, true) {
+            let name = quote(&command_line(process));
+            write!(
+                self.item()?,
+                "{{\"ph\":\"M\",\"pid\":{pid},\"name\":\"process_name\",\"args\":{{\"name\":{name}}}}}"
+            )?;
+        }
+        let thread = if tid == pid {
+            "main".to_string()
+        } else {
+            tid.to_string()
+        };
+        write!(
+            self.item()?,
+            "{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":\"{thread}\"}}}}"
+        )?;
+
+        let ids = format!("\"pid\":{pid},\"tid\":{tid}");
+        let mut stack: Vec<Open> = Vec::new();
+        let mut now = first.ns;
+        for ev in std::iter::once(first).chain(events) {
+            self.events += 1;
+            self.progress.tick(self.events);
+            now = now.max(ev.ns);
+            let ts = self.ts(now);
+            match ev.kind {
+                EventKind::Entry => {
+                    self.line
+                        .start("{\"ph\":\"B\",\"ts\":")
+                        .micros(ts)
+                        .text(",")
+                        .text(&ids)
+                        .text(",\"cat\":\"function\",\"name\":")
+                        .text(names.get(ev.fid))
+                        .text("}");
+                    self.flush_line()?;
+                    stack.push(Open { fid: ev.fid, ns: now });
+                }
+                EventKind::Exit | EventKind::Unwind => {
+                    let Some(pos) = stack.iter().rposition(|o| o.fid == ev.fid) else {
+                        continue;
+                    };
+                    while let Some(open) = stack.pop() {
+                        let this = stack.len() == pos;
+                        let unwound = !this || ev.kind == EventKind::Unwind;
+                        self.end(&ids, names, &open, now, unwound.then_some("unwound"))?;
+                        if this {
+                            break;
+                        }
+                    }
+                }
+                EventKind::Call { dur_ns } => {
+                    let start = self.ts(now.saturating_sub(dur_ns));
+                    self.line
+                        .start("{\"ph\":\"X\",\"ts\":")
+                        .micros(start)
+                        .text(",\"dur\":")
+                        .micros(Micros(i128::from(dur_ns)))
+                        .text(",")
+                        .text(&ids)
+                        .text(",\"cat\":\"function\",\"name\":")
+                        .text(names.get(ev.fid))
+                        .text("}");
+                    self.flush_line()?;
+                }
+                EventKind::EntryCaller(addr) => {
+                    let caller = quote(&names.names.address(addr));
+                    let name = names.get(ev.fid);
+                    write!(
+                        self.item()?,
+                        "{{\"ph\":\"i\",\"s\":\"t\",\"ts\":{ts},{ids},\"cat\":\"function\",\"name\":{name},\"args\":{{\"caller\":{caller}}}}}"
+                    )?;
+                }
+                EventKind::Lost(n) => {
+                    let unknown = if n == 0 { ",\"chunks_missing\":true" } else { "" };
+                    write!(
+                        self.item()?,
+                        "{{\"ph\":\"i\",\"s\":\"t\",\"ts\":{ts},{ids},\"cat\":\"lost\",\"name\":\"events lost\",\"args\":{{\"count\":{n}{unknown}}}}}"
+                    )?;
+                }
+                EventKind::Mark(on) => {
+                    let name = if on { "trace_on" } else { "trace_off" };
+                    write!(
+                        self.item()?,
+                        "{{\"ph\":\"i\",\"s\":\"t\",\"ts\":{ts},{ids},\"cat\":\"trigger\",\"name\":\"{name}\"}}"
+                    )?;
+                }
+            }
+        }
+        while let Some(open) = stack.pop() {
+            self.end(&ids, names, &open, now, Some("unfinished"))?;
+        }
+        self.progress.update();
+        Ok(())
+    }
+
+    /// The `E` of `open` at `now`, with `{"why":true}` as its args.
+    fn end(
+        &mut self,
+        ids: &str,
+        names: &mut JsonNames<'_>,
+        open: &Open,
+        now: u64,
+        why: Option<&str>,
+    ) -> io::Result<()> {
+        let ts = self.ts(now.max(open.ns));
+        self.line
+            .start("{\"ph\":\"E\",\"ts\":")
+            .micros(ts)
+            .text(",")
+            .text(ids)
+            .text(",\"cat\":\"function\",\"name\":")
+            .text(names.get(open.fid));
+        match why {
+            Some(why) => self.line.text(",\"args\":{\"").text(why).text("\":true}}"),
+            None => self.line.text("}"),
+        };
+        self.flush_line()
+    }
+}
+
+/// A JSON string literal.
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"?\"".to_string())
+}
+
+/// Function names as JSON string literals, made once per function.
+struct JsonNames<'p> {
+    names: Names<'p>,
+    quoted: Vec<Option<String>>,
+    /// For ids outside the function table (damaged data).
+    scratch: String,
+}
+
+impl<'p> JsonNames<'p> {
+    fn new(process: &'p Process, demangle: bool) -> Self {
+        JsonNames {
+            names: Names::new(&process.functions, demangle),
+            quoted: vec![None; process.functions.len()],
+            scratch: String::new(),
+        }
+    }
+
+    fn get(&mut self, fid: u32) -> &str {
+        let Some(slot) = self.quoted.get_mut(fid as usize) else {
+            self.scratch = quote(self.names.shown(fid));
+            return &self.scratch;
+        };
+        slot.get_or_insert_with(|| quote(self.names.shown(fid)))
+    }
+}
+
+/// A time in nanoseconds, shown in microseconds with 3 decimals.
+#[derive(Clone, Copy)]
+struct Micros(i128);
+
+/// The bytes of one event, appended to without `fmt`.
+#[derive(Default)]
+struct Line(Vec<u8>);
+
+impl Line {
+    fn start(&mut self, s: &str) -> &mut Self {
+        self.0.clear();
+        self.text(s)
+    }
+
+    fn text(&mut self, s: &str) -> &mut Self {
+        self.0.extend_from_slice(s.as_bytes());
+        self
+    }
+
+    /// `t` as [`Micros`] shows it.
+    fn micros(&mut self, t: Micros) -> &mut Self {
+        let Ok(ns) = u64::try_from(t.0) else {
+            let text = t.to_string();
+            return self.text(&text);
+        };
+        self.digits(ns / 1000);
+        let frac = ns % 1000;
+        self.0.extend_from_slice(&[
+            b'.',
+            b'0' + (frac / 100) as u8,
+            b'0' + (frac / 10 % 10) as u8,
+            b'0' + (frac % 10) as u8,
+        ]);
+        self
+    }
+
+    fn digits(&mut self, mut n: u64) {
+        let mut buf = [0u8; 20];
+        let mut at = buf.len();
+        loop {
+            at -= 1;
+            buf[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.0.extend_from_slice(&buf[at..]);
+    }
+}
+
+impl fmt::Display for Micros {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sign = if self.0 < 0 { "-" } else { "" };
+        let ns = self.0.unsigned_abs();
+        write!(f, "{sign}{}.{:03}", ns / 1000, ns % 1000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn micros() {
+        assert_eq!(Micros(0).to_string(), "0.000");
+        assert_eq!(Micros(1).to_string(), "0.001");
+        assert_eq!(Micros(1_234_567).to_string(), "1234.567");
+        assert_eq!(Micros(-1500).to_string(), "-1.500");
+        assert_eq!(quote("a\"b\\c"), r#""a\"b\\c""#);
+        for ns in [
+            0,
+            1,
+            999,
+            1000,
+            1_234_567,
+            -1500,
+            i128::from(u64::MAX),
+            -i128::from(u64::MAX),
+        ] {
+            let mut line = Line::default();
+            line.start("").micros(Micros(ns));
+            assert_eq!(String::from_utf8(line.0).unwrap(), Micros(ns).to_string());
+        }
+    }
+}

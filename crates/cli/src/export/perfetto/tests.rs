@@ -1,0 +1,318 @@
+//! Synthetic traces converted and decoded (helpers in `decode.rs`).
+
+use fntrace_format::read;
+use fntrace_format::write::ChunkBuilder;
+use perfetto_protos::trace::Trace as PerfettoTrace;
+use perfetto_protos::track_event::track_event::Type;
+use protobuf::Message;
+
+use super::decode::{decode, expected, slices, thread_uuid, Dir, FUNCTIONS, T0};
+use super::packets::DESCRIPTORS;
+use super::write_perfetto;
+
+#[test]
+fn tracks_slices_names_and_times() {
+    let dir = Dir::new("slices");
+    let mut c = ChunkBuilder::new(100, 0, T0);
+    c.entry(0, T0 + 10)
+        .entry(1, T0 + 20)
+        .entry(1, T0 + 25)
+        .exit(1, T0 + 30)
+        .exit(1, T0 + 40)
+        .entry(2, T0 + 50)
+        .exit(2, T0 + 1_000_050)
+        .exit(0, T0 + 2_000_000);
+    // A delta too large for an event word: a TIME event comes first.
+    let mut t = ChunkBuilder::new(101, 0, T0);
+    t.entry(3, T0 + 7)
+        .entry(1, T0 + (1 << 38))
+        .exit(1, T0 + (1 << 38) + 3)
+        .exit(3, T0 + (1 << 39));
+    dir.process(100, "function_graph", &[(100, vec![c]), (101, vec![t])]);
+    let mut other = ChunkBuilder::new(200, 0, T0);
+    other.entry(0, T0 + 1).exit(0, T0 + 2);
+    dir.process(200, "function_graph", &[(200, vec![other])]);
+
+    let (bytes, stats) = dir.export();
+    let d = decode(&bytes);
+    assert!(
+        d.primary_clock,
+        "the first packet sets CLOCK_MONOTONIC as the trace clock"
+    );
+    assert_eq!(d.processes.len(), 2);
+    assert_eq!(d.processes[&(1 << 32)], (100, "./prog 100".to_string()));
+    assert_eq!(d.processes[&(2 << 32)], (200, "./prog 200".to_string()));
+    assert_eq!(d.threads.len(), 3);
+    assert_eq!(d.threads[&thread_uuid(0, 100)], (100, 100, "main".to_string()));
+    assert_eq!(d.threads[&thread_uuid(0, 101)], (100, 101, "101".to_string()));
+    assert_eq!(d.threads[&thread_uuid(1, 200)], (200, 200, "main".to_string()));
+
+    for (index, pid, tid) in [(0, 100, 100), (0, 100, 101), (1, 200, 200)] {
+        let (got, instants) = slices(&d.tracks[&thread_uuid(index, tid)]);
+        assert_eq!(got, expected(&dir, pid, tid), "thread {tid}");
+        assert!(instants.is_empty());
+    }
+    let (main, _) = slices(&d.tracks[&thread_uuid(0, 100)]);
+    assert_eq!(main[0].name, "main");
+    assert!(main
+        .iter()
+        .any(|s| s.name == "fib(int)" && s.start == T0 + 25 && s.end == T0 + 30));
+    assert_eq!(stats.sequences, 3);
+    assert_eq!((stats.slices, stats.events), (7, 14));
+    assert!(stats.damage.is_empty());
+
+    // The metadata of each process: an instant on its process track.
+    let meta = &d.tracks[&(1 << 32)];
+    assert_eq!(
+        (meta.len(), meta[0].ns, meta[0].name.as_str()),
+        (1, T0 + 7, "fntrace")
+    );
+    let args = &meta[0].args;
+    assert_eq!(args["command"], "./prog 100");
+    assert_eq!(args["clock_source"], "monotonic");
+    assert_eq!(args["runtime_lost_events"], "3");
+    assert_eq!(args["run_command"], "./prog 6");
+    assert_eq!(args["exit_status"], "0");
+    assert!(!d.tracks[&(2 << 32)][0].args.contains_key("run_command"));
+}
+
+#[test]
+fn lost_unwound_unfinished_and_marks() {
+    let dir = Dir::new("lost");
+    let mut a = ChunkBuilder::new(7, 0, T0);
+    a.entry(0, T0 + 10)
+        .entry(1, T0 + 20)
+        .entry(2, T0 + 30)
+        .exit(1, T0 + 40) // closes count_primes as unwound, then fib
+        .exit(3, T0 + 45) // never entered: nothing
+        .entry(3, T0 + 50)
+        .unwind(3, T0 + 60)
+        .lost(5, T0 + 70)
+        .mark(false, T0 + 80)
+        .mark(true, T0 + 90)
+        .entry(1, T0 + 100);
+    // Header lost count, then a gap of sequence numbers.
+    let mut b = ChunkBuilder::new(7, 1, T0 + 200);
+    b.set_lost(9);
+    b.entry(2, T0 + 210);
+    let mut c = ChunkBuilder::new(7, 3, T0 + 300);
+    c.exit(2, T0 + 310).entry(2, T0 + 320);
+    dir.process(7, "function_graph", &[(7, vec![a, b, c])]);
+
+    let (bytes, stats) = dir.export();
+    let d = decode(&bytes);
+    let (got, instants) = slices(&d.tracks[&thread_uuid(0, 7)]);
+    assert_eq!(got, expected(&dir, 7, 7));
+    let how = |name: &str, start: u64| {
+        got.iter()
+            .find(|s| s.name == name && s.start == start)
+            .unwrap()
+            .how
+    };
+    assert_eq!(how("count_primes", T0 + 30), "unwound");
+    assert_eq!(how("fib(int)", T0 + 20), "returned");
+    assert_eq!(how("apply", T0 + 50), "unwound");
+    assert_eq!(how("main", T0 + 10), "unfinished");
+    let last = got
+        .iter()
+        .find(|s| s.name == "count_primes" && s.start == T0 + 320)
+        .unwrap();
+    assert_eq!((last.end, last.how), (T0 + 320, "unfinished"));
+
+    let instants: Vec<(u64, &str, String)> = instants
+        .iter()
+        .map(|(ns, name, args)| {
+            let args: Vec<String> = args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            (*ns, name.as_str(), args.join(","))
+        })
+        .collect();
+    let expected = [
+        (T0 + 70, "events lost", "count=5"),
+        (T0 + 80, "trace_off", ""),
+        (T0 + 90, "trace_on", ""),
+        (T0 + 200, "events lost", "count=9"),
+        (T0 + 300, "events lost", "chunks_missing=true,count=0"),
+    ];
+    assert_eq!(
+        instants,
+        expected.map(|(ns, name, args)| (ns, name, args.to_string()))
+    );
+    assert_eq!((stats.lost_events, stats.lost_chunks), (14, 1));
+    assert_eq!((stats.unwound, stats.unfinished, stats.ignored_exits), (2, 3, 1));
+    assert_eq!(stats.instants, 5);
+    let meta = &d.tracks[&(1 << 32)][0].args;
+    assert_eq!(
+        (meta["lost_events"].as_str(), meta["lost_chunks"].as_str()),
+        ("14", "1")
+    );
+}
+
+#[test]
+fn function_tracer_entries_are_instants_with_callers() {
+    let dir = Dir::new("function");
+    let mut c = ChunkBuilder::new(3, 0, T0);
+    c.entry_caller(1, T0 + 5, 0x1000 + 0x1f)
+        .entry_caller(2, T0 + 9, 0x1100 + 0x20)
+        .entry_caller(1, T0 + 12, 0x1000 + 0x1f)
+        .entry_caller(3, T0 + 12, 0x9999_0000);
+    dir.process(3, "function", &[(3, vec![c])]);
+    let (bytes, stats) = dir.export();
+    let d = decode(&bytes);
+    let (got, instants) = slices(&d.tracks[&thread_uuid(0, 3)]);
+    assert!(got.is_empty());
+    let seen: Vec<(u64, &str, &str)> = instants
+        .iter()
+        .map(|(ns, name, args)| (*ns, name.as_str(), args["caller"].as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (T0 + 5, "fib(int)", "main+0x1f"),
+            (T0 + 9, "count_primes", "fib(int)+0x20"),
+            (T0 + 12, "fib(int)", "main+0x1f"),
+            (T0 + 12, "apply", "0x99990000"),
+        ]
+    );
+    assert_eq!((stats.instants, stats.slices), (4, 0));
+}
+
+#[test]
+fn time_filter_calls_are_sorted_and_nested() {
+    let dir = Dir::new("calls");
+    let mut c = ChunkBuilder::new(4, 0, T0);
+    // Post-order, as the runtime writes them: children first.
+    c.call(1, T0 + 300, 100) // fib [200, 300]
+        .call(2, T0 + 500, 150) // count_primes [350, 500]
+        .call(3, T0 + 500, 150) // apply, same span, arrived later: the parent
+        .call(0, T0 + 1000, 900) // main [100, 1000]
+        .lost(2, T0 + 1100)
+        .call(1, T0 + 1200, 0) // zero-length
+        .call(1, T0 + 1300, 50); // fib [1250, 1300]
+    dir.process(4, "function_graph", &[(4, vec![c])]);
+    let (bytes, stats) = dir.export();
+    let d = decode(&bytes);
+    let events = &d.tracks[&thread_uuid(0, 4)];
+    let (got, instants) = slices(events);
+    assert_eq!(got, expected(&dir, 4, 4));
+    let apply = got.iter().find(|s| s.name == "apply").unwrap();
+    let primes = got.iter().find(|s| s.name == "count_primes").unwrap();
+    assert_eq!((apply.depth, primes.depth), (1, 2));
+    assert_eq!(instants.len(), 1);
+    // The calls are on their own sequence, after the thread's other events.
+    let seqs: Vec<u32> = events
+        .iter()
+        .filter(|e| e.ty != Type::TYPE_INSTANT)
+        .map(|e| e.seq)
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[0] == w[1]));
+    assert_ne!(
+        seqs[0],
+        events.iter().find(|e| e.ty == Type::TYPE_INSTANT).unwrap().seq
+    );
+    assert_eq!((stats.sequences, stats.slices), (2, 6));
+    // The process's metadata is at its earliest call's start.
+    assert_eq!(d.tracks[&(1 << 32)][0].ns, T0 + 100);
+}
+
+#[test]
+fn much_smaller_than_chrome_json() {
+    let dir = Dir::new("size");
+    let (mut chunks, mut json) = (Vec::new(), 0usize);
+    let mut t = T0;
+    let mut chunk = ChunkBuilder::new(9, 0, t);
+    let mut push_json = |ph: &str, ns: u64, fid: u32| {
+        let name = fntrace_sites::demangle::demangle(FUNCTIONS[fid as usize]);
+        let ev =
+            serde_json::json!({"ph": ph, "ts": (ns - T0) as f64 / 1000.0, "pid": 9, "tid": 9, "name": name});
+        json += serde_json::to_string(&ev).unwrap().len() + 2;
+    };
+    for i in 0..20_000u64 {
+        if i % 4096 == 4095 {
+            chunks.push(std::mem::replace(
+                &mut chunk,
+                ChunkBuilder::new(9, chunks.len() as u32 + 1, t),
+            ));
+        }
+        let (outer, inner) = ((i % 3) as u32 + 1, (i % 4) as u32);
+        t += 40 + i % 300;
+        chunk.entry(outer, t);
+        push_json("B", t, outer);
+        t += 25 + i % 700;
+        chunk.entry(inner, t);
+        push_json("B", t, inner);
+        t += 1000 + i % 5000;
+        chunk.exit(inner, t);
+        push_json("E", t, inner);
+        t += 30;
+        chunk.exit(outer, t);
+        push_json("E", t, outer);
+    }
+    chunks.push(chunk);
+    dir.process(9, "function_graph", &[(9, chunks)]);
+    let (bytes, stats) = dir.export();
+    assert_eq!(stats.events, 80_000);
+    let per_event = bytes.len() as f64 / stats.events as f64;
+    eprintln!(
+        "perfetto: {} bytes ({per_event:.1}/event), {} packets; chrome json (B/E, no cat): {json} bytes ({:.1}/event)",
+        bytes.len(),
+        stats.packets,
+        json as f64 / stats.events as f64
+    );
+    assert!(
+        bytes.len() * 3 < json,
+        "{} bytes against {json} of JSON",
+        bytes.len()
+    );
+    assert!(bytes.len() as u64 * 3 < 60 * stats.events);
+    let d = decode(&bytes);
+    let (got, _) = slices(&d.tracks[&thread_uuid(0, 9)]);
+    assert_eq!(got, expected(&dir, 9, 9));
+
+    // Streamed: written in bounded pieces as the events are read.
+    let mut counting = Counting::default();
+    let trace = read::open(&dir.0).unwrap();
+    write_perfetto(&trace, &mut counting, true).unwrap();
+    assert_eq!(counting.bytes, bytes.len());
+    assert!(
+        counting.writes > 10 && counting.largest < 128 * 1024,
+        "{counting:?}"
+    );
+}
+
+/// A writer that counts what it is given.
+#[derive(Debug, Default)]
+struct Counting {
+    bytes: usize,
+    writes: usize,
+    largest: usize,
+}
+
+impl std::io::Write for Counting {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.bytes += buf.len();
+        self.writes += 1;
+        self.largest = self.largest.max(buf.len());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn empty_trace_is_a_valid_trace() {
+    let dir = Dir::new("empty");
+    dir.process(5, "function_graph", &[(5, vec![])]);
+    let (bytes, stats) = dir.export();
+    assert_eq!((stats.events, stats.sequences, stats.slices), (0, 0, 0));
+    let d = decode(&bytes);
+    assert_eq!(d.threads.len(), 1);
+    assert_eq!(d.tracks[&(1 << 32)][0].ns, T0);
+    // Clock, process, thread, metadata: all on the descriptors' sequence.
+    let packets = PerfettoTrace::parse_from_bytes(&bytes).unwrap().packet;
+    assert_eq!(packets.len(), 4);
+    assert!(packets
+        .iter()
+        .all(|p| p.trusted_packet_sequence_id() == DESCRIPTORS));
+}

@@ -1,0 +1,289 @@
+//! Call stacks for folded stacks and flame graphs: a [`Tree`] of the
+//! distinct stacks of a trace (a node per path of frame names, so memory
+//! grows with the number of distinct stacks, not with the trace), and
+//! [`walk`], which turns a thread's events into frames opened and closed
+//! in time order.
+//!
+//! The calls are the format crate's [`CallBuilder`]'s — the ones `report`
+//! counts, so folded self times add up to `report`'s: entries open calls,
+//! exits close them (and the calls above them, unwound), unmatched exits
+//! are ignored, calls still open at the end close at the last event. The
+//! builder hands out calls innermost first as they close, which is the top
+//! of the stack [`walk`] keeps beside it. `--time-filter` calls (`CALL`
+//! events) arrive after their children and are nested by the builder at
+//! the end of the thread; [`walk`] replays them in start order. Entries of
+//! the `function` tracer have no duration and are left out.
+
+use std::collections::HashMap;
+
+use fntrace_format::calls::CallBuilder;
+use fntrace_format::read::{EventKind, Process, ThreadEvents};
+
+use super::progress::Progress;
+use crate::trace::Names;
+
+/// The root of a [`Tree`]: the empty stack.
+pub const ROOT: u32 = 0;
+
+/// One distinct stack: its innermost frame's name under its parent.
+struct Node {
+    parent: u32,
+    name: u32,
+    /// Self time of the innermost frame, summed (ns).
+    self_ns: u64,
+}
+
+/// The distinct stacks of a trace, with interned frame names.
+pub struct Tree {
+    names: Vec<String>,
+    index: HashMap<String, u32>,
+    nodes: Vec<Node>,
+    children: HashMap<(u32, u32), u32>,
+}
+
+impl Default for Tree {
+    fn default() -> Self {
+        Tree {
+            names: Vec::new(),
+            index: HashMap::new(),
+            nodes: vec![Node {
+                parent: ROOT,
+                name: u32::MAX,
+                self_ns: 0,
+            }],
+            children: HashMap::new(),
+        }
+    }
+}
+
+impl Tree {
+    /// The id of frame name `name`. A `;` (which separates frames in
+    /// folded stacks, and occurs in Rust names like `[u8; 4]`) becomes `,`.
+    pub fn name(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.index.get(name) {
+            return id;
+        }
+        let clean: String = name
+            .chars()
+            .map(|c| match c {
+                ';' => ',',
+                '\n' | '\r' => ' ',
+                c => c,
+            })
+            .collect();
+        let id = match self.index.get(&clean) {
+            Some(&id) => id,
+            None => {
+                self.names.push(clean.clone());
+                let id = (self.names.len() - 1) as u32;
+                self.index.insert(clean, id);
+                id
+            }
+        };
+        self.index.insert(name.to_string(), id);
+        id
+    }
+
+    /// The stack `parent` with frame `name` on top.
+    pub fn child(&mut self, parent: u32, name: u32) -> u32 {
+        let next = self.nodes.len() as u32;
+        let id = *self.children.entry((parent, name)).or_insert(next);
+        if id == next {
+            self.nodes.push(Node {
+                parent,
+                name,
+                self_ns: 0,
+            });
+        }
+        id
+    }
+
+    /// Adds `ns` to the self time of stack `node`.
+    pub fn add(&mut self, node: u32, ns: u64) {
+        if let Some(n) = self.nodes.get_mut(node as usize) {
+            n.self_ns = n.self_ns.saturating_add(ns);
+        }
+    }
+
+    /// The frames of stack `node`, outermost first, joined by `;`.
+    pub fn path(&self, node: u32) -> String {
+        let mut frames = Vec::new();
+        let mut at = node;
+        while at != ROOT {
+            let n = &self.nodes[at as usize];
+            frames.push(self.names[n.name as usize].as_str());
+            at = n.parent;
+        }
+        frames.reverse();
+        frames.join(";")
+    }
+
+    /// The folded stacks: `(path, self ns)` for every stack with a self
+    /// time, sorted by path.
+    pub fn folded(&self) -> Vec<(String, u64)> {
+        let mut lines: Vec<(String, u64)> = (1..self.nodes.len() as u32)
+            .filter(|&n| self.nodes[n as usize].self_ns > 0)
+            .map(|n| (self.path(n), self.nodes[n as usize].self_ns))
+            .collect();
+        lines.sort_unstable();
+        // Names that differ only by a `;` made the same path twice.
+        lines.dedup_by(|b, a| {
+            let same = a.0 == b.0;
+            if same {
+                a.1 = a.1.saturating_add(b.1);
+            }
+            same
+        });
+        lines
+    }
+}
+
+/// One process's function ids as frame names of a [`Tree`].
+pub struct FrameNames<'p> {
+    names: Names<'p>,
+    /// By function id; `u32::MAX` until made.
+    ids: Vec<u32>,
+}
+
+impl<'p> FrameNames<'p> {
+    pub fn new(process: &'p Process, demangle: bool) -> Self {
+        FrameNames {
+            names: Names::new(&process.functions, demangle),
+            ids: vec![u32::MAX; process.functions.len()],
+        }
+    }
+
+    /// The frame name of function `fid`.
+    pub fn get(&mut self, fid: u32, tree: &mut Tree) -> u32 {
+        match self.ids.get(fid as usize) {
+            Some(&id) if id != u32::MAX => id,
+            Some(_) => {
+                let id = tree.name(self.names.shown(fid));
+                self.ids[fid as usize] = id;
+                id
+            }
+            // Not in the function table (damaged data).
+            None => tree.name(self.names.shown(fid)),
+        }
+    }
+}
+
+/// What is done with the frames of a thread, in time order.
+pub trait Frames {
+    /// A call of frame name `name` started at `ns`.
+    fn open(&mut self, tree: &mut Tree, name: u32, ns: u64);
+    /// The innermost open call ended at `ns`, `self_ns` of it in itself.
+    fn close(&mut self, tree: &mut Tree, ns: u64, self_ns: u64);
+}
+
+/// Feeds the calls of `events` to `frames`; counts the events in `count`
+/// (and shows them on `progress`).
+pub fn walk(
+    events: &mut ThreadEvents,
+    names: &mut FrameNames<'_>,
+    tree: &mut Tree,
+    frames: &mut impl Frames,
+    progress: &Progress,
+    count: &mut u64,
+) {
+    let mut builder = CallBuilder::new();
+    let mut calls = Vec::new();
+    let mut last_ns = 0;
+    for ev in events {
+        *count += 1;
+        progress.tick(*count);
+        last_ns = last_ns.max(ev.ns);
+        match ev.kind {
+            EventKind::EntryCaller(_) => continue,
+            EventKind::Entry => {
+                let name = names.get(ev.fid, tree);
+                frames.open(tree, name, ev.ns);
+            }
+            _ => {}
+        }
+        builder.push(&ev, &mut calls);
+        for call in calls.drain(..) {
+            frames.close(tree, call.end_ns, call.self_ns);
+        }
+    }
+    let open = builder.depth();
+    builder.finish(last_ns, &mut calls);
+    let open = open.min(calls.len());
+    for call in calls.drain(..open) {
+        frames.close(tree, call.end_ns, call.self_ns);
+    }
+    // What is left are the `CALL` events, nested, in post-order: by start
+    // (then depth) they come parents first.
+    calls.sort_by_key(|c| (c.start_ns, c.depth));
+    let mut ends: Vec<(u64, u64)> = Vec::new();
+    for call in &calls {
+        while ends.len() > call.depth as usize {
+            let Some((end, self_ns)) = ends.pop() else { break };
+            frames.close(tree, end, self_ns);
+        }
+        let name = names.get(call.fid, tree);
+        frames.open(tree, name, call.start_ns);
+        ends.push((call.end_ns, call.self_ns));
+    }
+    while let Some((end, self_ns)) = ends.pop() {
+        frames.close(tree, end, self_ns);
+    }
+    progress.update();
+}
+
+/// Self times summed per stack: the folded stacks.
+pub struct SelfTimes {
+    stack: Vec<u32>,
+}
+
+impl SelfTimes {
+    /// Stacks under `base` ([`ROOT`], or a thread's own root frame).
+    pub fn new(base: u32) -> Self {
+        SelfTimes { stack: vec![base] }
+    }
+}
+
+impl Frames for SelfTimes {
+    fn open(&mut self, tree: &mut Tree, name: u32, _ns: u64) {
+        let top = self.stack.last().copied().unwrap_or(ROOT);
+        self.stack.push(tree.child(top, name));
+    }
+
+    fn close(&mut self, tree: &mut Tree, _ns: u64, self_ns: u64) {
+        if self.stack.len() > 1 {
+            if let Some(node) = self.stack.pop() {
+                tree.add(node, self_ns);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_merge_and_sort() {
+        let mut t = Tree::default();
+        let (main, a, b) = (t.name("main"), t.name("a"), t.name("<[u8; 4]>::b"));
+        let m = t.child(ROOT, main);
+        let ma = t.child(m, a);
+        let mab = t.child(ma, b);
+        assert_eq!(t.child(m, a), ma);
+        t.add(m, 5);
+        t.add(mab, 7);
+        t.add(ma, 0);
+        let mb = t.child(m, b);
+        t.add(mb, 1);
+        assert_eq!(
+            t.folded(),
+            [
+                ("main".to_string(), 5),
+                ("main;<[u8, 4]>::b".to_string(), 1),
+                ("main;a;<[u8, 4]>::b".to_string(), 7)
+            ]
+        );
+        // Two names that clean up alike are one frame.
+        assert_eq!(t.name("<[u8, 4]>::b"), b);
+    }
+}

@@ -1,0 +1,163 @@
+//! The exports of real traces: programs of `tests/programs/e2e/` built for
+//! tracing and recorded with the runtime, then `dump --chrome`, `dump
+//! --folded` and `flamegraph` compared with `replay` and `report` of the
+//! same data. (The runtime is built as `e2e.rs` builds it: `cargo build -p
+//! fntrace-runtime` with the profile of the `fntrace` under test, unless
+//! `FNTRACE_RUNTIME` names one.)
+
+mod common;
+mod exports;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use common::{cc, programs, run, Work};
+use exports::{chrome, chrome_openings, folded, ok, replay_openings, report};
+
+/// Builds the runtime next to the `fntrace` under test, once.
+fn runtime() {
+    static READY: OnceLock<()> = OnceLock::new();
+    READY.get_or_init(|| {
+        if std::env::var_os("FNTRACE_RUNTIME").is_some_and(|p| !p.is_empty()) {
+            return;
+        }
+        let exe = Path::new(env!("CARGO_BIN_EXE_fntrace"));
+        let profile_dir = exe.parent().expect("the directory of fntrace");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--quiet", "-p", "fntrace-runtime"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => {}
+            Some("release") => {
+                cmd.arg("--release");
+            }
+            Some(other) => {
+                cmd.args(["--profile", other]);
+            }
+        }
+        run(&mut cmd);
+        let lib = profile_dir.join("libfntrace_runtime.so");
+        assert!(
+            lib.is_file(),
+            "{} is not there; set FNTRACE_RUNTIME",
+            lib.display()
+        );
+    });
+}
+
+/// Builds `tests/programs/e2e/NAME.c` with `flags` and records `ARGS`;
+/// returns the data directory.
+fn record(work: &Work, name: &str, flags: &[&str], args: &[&str]) -> String {
+    let exe = work.path(name);
+    let source = programs().join(format!("e2e/{name}.c"));
+    let mut all = vec![
+        "-O0",
+        "-fno-omit-frame-pointer",
+        source.to_str().unwrap(),
+        "-o",
+        exe.to_str().unwrap(),
+    ];
+    all.extend(flags);
+    cc("gcc", &all);
+    runtime();
+    let data = work.path("trace.data").display().to_string();
+    let exe = exe.display().to_string();
+    let mut cmd = vec!["record", "-o", &data, "--", &exe];
+    cmd.extend(args);
+    let (_, err) = ok(&cmd);
+    assert_eq!(err, "", "record said something");
+    data
+}
+
+/// Every check of a recorded trace; returns the Chrome JSON.
+fn check(data: &str) -> exports::Chrome {
+    let (c, err) = chrome(&[data]);
+    assert_eq!(err, "");
+    assert_eq!(
+        chrome_openings(&c),
+        replay_openings(data),
+        "calls per thread, as replay shows them"
+    );
+    let report = report(data);
+    let calls: BTreeMap<String, u64> = report.iter().map(|(n, (calls, _))| (n.clone(), *calls)).collect();
+    assert_eq!(c.calls, calls, "calls per function, as report counts them");
+    let meta = &c.json["metadata"];
+    assert_eq!(meta["lost_events"], 0);
+    assert!(
+        ["tsc", "monotonic"].contains(&meta["clock_source"].as_str().unwrap()),
+        "{meta}"
+    );
+
+    let stacks = folded(&[data]);
+    let mut by_leaf: BTreeMap<String, u64> = BTreeMap::new();
+    for (stack, ns) in &stacks {
+        *by_leaf
+            .entry(stack.rsplit(';').next().unwrap().to_string())
+            .or_default() += ns;
+    }
+    for (name, (_, self_ns)) in &report {
+        assert_eq!(
+            by_leaf.get(name).copied().unwrap_or(0),
+            *self_ns,
+            "self time of {name}"
+        );
+    }
+    c
+}
+
+#[test]
+fn nested_program() {
+    let work = Work::new("export-e2e-nested");
+    let data = record(&work, "nested", &["-fpatchable-function-entry=5"], &["200"]);
+    let c = check(&data);
+    for f in ["main", "a", "b", "leaf"] {
+        assert!(c.calls.contains_key(f), "{f} in {:?}", c.calls);
+    }
+    assert_eq!(c.calls["a"], 200);
+    assert_eq!(c.calls["leaf"], 201);
+    assert!(c.json["metadata"]["command"]
+        .as_str()
+        .unwrap()
+        .ends_with("nested 200"));
+    let stacks = folded(&[&data]);
+    assert!(stacks.iter().any(|(s, _)| s == "main;a;b;leaf"), "{stacks:?}");
+    assert!(stacks.iter().any(|(s, _)| s == "main;leaf"), "{stacks:?}");
+
+    for extra in [&[][..], &["--flamechart"][..]] {
+        let svg: PathBuf = work.path("out.svg");
+        let mut args = vec!["flamegraph", "-o", svg.to_str().unwrap(), &data];
+        args.extend(extra);
+        ok(&args);
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.trim_end().ends_with("</svg>"));
+        for f in ["main", "a"] {
+            assert!(text.contains(&format!("<title>{f} (")), "{f} in {extra:?}");
+        }
+    }
+}
+
+#[test]
+fn threads_program() {
+    let work = Work::new("export-e2e-threads");
+    let data = record(
+        &work,
+        "threads",
+        &["-pg", "-mfentry", "-mrecord-mcount", "-pthread"],
+        &[],
+    );
+    let c = check(&data);
+    assert_eq!(c.openings.len(), 3, "three threads: {:?}", c.openings.keys());
+    let pid = c.openings.keys().next().unwrap().0;
+    assert_eq!(c.name_of(pid, pid), Some("main"));
+    assert_eq!(c.calls["square"], 3);
+    assert_eq!(c.calls["twice"], 4);
+    let per_thread = folded(&[&data, "--per-thread"]);
+    let threads: std::collections::BTreeSet<&str> = per_thread
+        .iter()
+        .map(|(s, _)| s.split(';').next().unwrap())
+        .collect();
+    assert_eq!(threads.len(), 3, "{threads:?}");
+}
