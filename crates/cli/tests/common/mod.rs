@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod check;
+pub mod procs;
 pub mod scenarios;
 pub mod tracedata;
 pub mod truth;
