@@ -41,7 +41,6 @@
 //! of calls (the events themselves are streamed, never held). A trace
 //! without events writes nothing (the caller reports it).
 // Not wired to a command yet.
-#![allow(dead_code)]
 
 mod parts;
 #[cfg(test)]

@@ -52,7 +52,6 @@
 //!    damage; the first process's also the run's (command, start time, exit
 //!    status, signal). The Perfetto UI shows them when the instant is
 //!    selected.
-#![allow(dead_code)] // Not wired to a command yet.
 
 #[cfg(test)]
 mod decode;
@@ -101,6 +100,7 @@ pub struct PerfettoStats {
     pub damage: Vec<String>,
 }
 
+#[cfg(test)]
 /// Writes the whole trace (every process and thread) to `out`.
 pub fn write_perfetto(trace: &Trace, out: &mut dyn Write, demangle: bool) -> anyhow::Result<PerfettoStats> {
     let threads: Vec<(&Process, Vec<u32>)> = trace.processes.iter().map(|p| (p, p.tids.clone())).collect();
