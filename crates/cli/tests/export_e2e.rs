@@ -9,44 +9,11 @@ mod common;
 mod exports;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use std::path::PathBuf;
 
-use common::{cc, programs, run, Work};
+use common::procs::runtime;
+use common::{cc, programs, Work};
 use exports::{chrome, chrome_openings, folded, ok, replay_openings, report};
-
-/// Builds the runtime next to the `fntrace` under test, once.
-fn runtime() {
-    static READY: OnceLock<()> = OnceLock::new();
-    READY.get_or_init(|| {
-        if std::env::var_os("FNTRACE_RUNTIME").is_some_and(|p| !p.is_empty()) {
-            return;
-        }
-        let exe = Path::new(env!("CARGO_BIN_EXE_fntrace"));
-        let profile_dir = exe.parent().expect("the directory of fntrace");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--quiet", "-p", "fntrace-runtime"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => {}
-            Some("release") => {
-                cmd.arg("--release");
-            }
-            Some(other) => {
-                cmd.args(["--profile", other]);
-            }
-        }
-        run(&mut cmd);
-        let lib = profile_dir.join("libfntrace_runtime.so");
-        assert!(
-            lib.is_file(),
-            "{} is not there; set FNTRACE_RUNTIME",
-            lib.display()
-        );
-    });
-}
 
 /// Builds `tests/programs/e2e/NAME.c` with `flags` and records `ARGS`;
 /// returns the data directory.
