@@ -7,14 +7,16 @@
 //!
 //! The routines live in the runtime's own text and are never freed, so a
 //! thread inside a callback never returns into memory that could go away.
-//! One routine per (site role, register frame, vector width):
+//! One routine per (site role, register frame):
 //! - role: `entry` (the parent's return address is at `8(%rbp)` above the
 //!   site's), `mcount` (after the prologue: found through the function's
 //!   frame pointer), `exit` (calls the exit callback);
-//! - vector width: `sse` saves `xmm0-7`, `avx` saves `ymm0-7` whole (a
-//!   callback that uses AVX, or calls `memcpy`, clobbers the upper halves).
+//! - vectors: `xmm0-7` are saved, or `ymm0-7` whole where the CPU has AVX
+//!   and their upper halves are in use, decided at run time (a callback
+//!   that uses AVX, or calls `memcpy`, clobbers the upper halves).
 
 use std::arch::global_asm;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The register frame given to callbacks of ops that ask for registers.
 /// Changing a field changes the register when the traced code resumes;
@@ -73,15 +75,19 @@ global_asm!(
     .endr
     .endm
 
-    // Saves the vector argument registers at rsp + base. With AVX, whole
-    // ymm registers only when their upper halves are in use (XGETBV 1,
-    // XINUSE bit 2, where the CPU has it): restoring ymm registers makes
-    // the upper state dirty, which slows every later SSE instruction of
-    // the program; with clean upper halves, xmm is all there is to keep
-    // (anything we call that dirties them zeroes them again, `vzeroupper`).
-    // The choice is kept at rsp + flag. Clobbers rax, rcx, rdx.
-    .macro FNTRACE_SAVE_VECS base, flag, avx
-    .if \avx
+    // Saves the vector argument registers at rsp + base: xmm, or, where the
+    // CPU has AVX, whole ymm registers only when their upper halves are in
+    // use (XGETBV 1, XINUSE bit 2, where the CPU has it; else always):
+    // restoring ymm registers makes the upper state dirty, which slows
+    // every later SSE instruction of the program; with clean upper halves,
+    // xmm is all there is to keep (anything we call that dirties them
+    // zeroes them again, `vzeroupper`). The choice is kept at rsp + flag
+    // (bit 2: ymm). Clobbers rax, rcx, rdx. The return trampoline
+    // (`tracer/asm.rs`) decides the same way from the same two flags.
+    .macro FNTRACE_SAVE_VECS base, flag
+    mov dword ptr [rsp + \flag], 0
+    cmp byte ptr [rip + {avx}], 0
+    je 72f
     mov dword ptr [rsp + \flag], 4
     cmp byte ptr [rip + {xinuse}], 0
     je 71f
@@ -96,14 +102,10 @@ global_asm!(
 72:
     FNTRACE_VECS 0, \base, 0
 73:
-    .else
-    FNTRACE_VECS 0, \base, 0
-    .endif
     .endm
 
     // Loads what FNTRACE_SAVE_VECS saved.
-    .macro FNTRACE_LOAD_VECS base, flag, avx
-    .if \avx
+    .macro FNTRACE_LOAD_VECS base, flag
     test byte ptr [rsp + \flag], 4
     jz 74f
     FNTRACE_VECS 1, \base, 1
@@ -111,9 +113,6 @@ global_asm!(
 74:
     FNTRACE_VECS 1, \base, 0
 75:
-    .else
-    FNTRACE_VECS 1, \base, 0
-    .endif
     .endm
 
     // rsi = the parent's return address, r8 = where it is on the stack
@@ -130,7 +129,7 @@ global_asm!(
 
     // A routine without the register frame: saves the argument and scratch
     // registers the callback may clobber.
-    .macro FNTRACE_ROUTINE name, mcount, offset, avx
+    .macro FNTRACE_ROUTINE name, mcount, offset
     .text
     .p2align 4
     .globl \name
@@ -149,13 +148,13 @@ global_asm!(
     mov [rsp + 40], r9
     mov [rsp + 48], rax
     mov [rsp + 56], r10
-    FNTRACE_SAVE_VECS 64, 320, \avx
+    FNTRACE_SAVE_VECS 64, 320
     mov rdi, [rbp + 8]
     FNTRACE_PARENT \mcount
     mov rdx, r11
     xor ecx, ecx
     call [r11 + \offset]
-    FNTRACE_LOAD_VECS 64, 320, \avx
+    FNTRACE_LOAD_VECS 64, 320
     mov rdi, [rsp + 0]
     mov rsi, [rsp + 8]
     mov rdx, [rsp + 16]
@@ -170,7 +169,7 @@ global_asm!(
     .endm
 
     // A routine with the whole register frame (`Regs`, 144 bytes).
-    .macro FNTRACE_REGS_ROUTINE name, mcount, offset, avx
+    .macro FNTRACE_REGS_ROUTINE name, mcount, offset
     .text
     .p2align 4
     .globl \name
@@ -204,13 +203,13 @@ global_asm!(
     mov [rsp + 128], rax
     lea rax, [rbp + 16]
     mov [rsp + 136], rax
-    FNTRACE_SAVE_VECS 144, 400, \avx
+    FNTRACE_SAVE_VECS 144, 400
     mov rdi, [rbp + 8]
     FNTRACE_PARENT \mcount
     mov rdx, r11
     mov rcx, rsp
     call [r11 + \offset]
-    FNTRACE_LOAD_VECS 144, 400, \avx
+    FNTRACE_LOAD_VECS 144, 400
     mov rax, [rsp + 120]
     mov [rbp + 8], rax
     mov rax, [rsp + 32]
@@ -234,24 +233,21 @@ global_asm!(
     .size \name, . - \name
     .endm
 
-    FNTRACE_ROUTINE fntrace_entry_sse, 0, 8, 0
-    FNTRACE_ROUTINE fntrace_mcount_sse, 1, 8, 0
-    FNTRACE_ROUTINE fntrace_exit_sse, 0, 16, 0
-    FNTRACE_ROUTINE fntrace_entry_avx, 0, 8, 1
-    FNTRACE_ROUTINE fntrace_mcount_avx, 1, 8, 1
-    FNTRACE_ROUTINE fntrace_exit_avx, 0, 16, 1
-    FNTRACE_REGS_ROUTINE fntrace_entry_regs_sse, 0, 8, 0
-    FNTRACE_REGS_ROUTINE fntrace_mcount_regs_sse, 1, 8, 0
-    FNTRACE_REGS_ROUTINE fntrace_exit_regs_sse, 0, 16, 0
-    FNTRACE_REGS_ROUTINE fntrace_entry_regs_avx, 0, 8, 1
-    FNTRACE_REGS_ROUTINE fntrace_mcount_regs_avx, 1, 8, 1
-    FNTRACE_REGS_ROUTINE fntrace_exit_regs_avx, 0, 16, 1
+    FNTRACE_ROUTINE fntrace_entry, 0, 8
+    FNTRACE_ROUTINE fntrace_mcount, 1, 8
+    FNTRACE_ROUTINE fntrace_exit, 0, 16
+    FNTRACE_REGS_ROUTINE fntrace_entry_regs, 0, 8
+    FNTRACE_REGS_ROUTINE fntrace_mcount_regs, 1, 8
+    FNTRACE_REGS_ROUTINE fntrace_exit_regs, 0, 16
 "#,
+    avx = sym AVX,
     xinuse = sym XINUSE,
 );
 
+/// Whether the CPU has AVX (ymm registers to keep).
+pub(crate) static AVX: AtomicBool = AtomicBool::new(false);
 /// Whether `XGETBV` with `ECX = 1` (the XINUSE bitmap) works on this CPU.
-static XINUSE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+pub(crate) static XINUSE: AtomicBool = AtomicBool::new(false);
 
 /// Reads the CPU features the routines use.
 pub fn setup() {
@@ -261,27 +257,17 @@ pub fn setup() {
         let leaf = std::arch::x86_64::__cpuid_count(0xd, 1);
         leaf.eax & 4 != 0
     };
-    XINUSE.store(xinuse, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Whether the return trampoline may test XINUSE.
-pub fn has_xinuse() -> bool {
-    XINUSE.load(std::sync::atomic::Ordering::Relaxed)
+    AVX.store(avx, Ordering::Relaxed);
+    XINUSE.store(xinuse, Ordering::Relaxed);
 }
 
 extern "C" {
-    fn fntrace_entry_sse();
-    fn fntrace_mcount_sse();
-    fn fntrace_exit_sse();
-    fn fntrace_entry_avx();
-    fn fntrace_mcount_avx();
-    fn fntrace_exit_avx();
-    fn fntrace_entry_regs_sse();
-    fn fntrace_mcount_regs_sse();
-    fn fntrace_exit_regs_sse();
-    fn fntrace_entry_regs_avx();
-    fn fntrace_mcount_regs_avx();
-    fn fntrace_exit_regs_avx();
+    fn fntrace_entry();
+    fn fntrace_mcount();
+    fn fntrace_exit();
+    fn fntrace_entry_regs();
+    fn fntrace_mcount_regs();
+    fn fntrace_exit_regs();
 }
 
 /// Which routine a slot jumps to.
@@ -296,20 +282,13 @@ pub struct Variant {
 /// The address of the routine for `variant`.
 pub fn routine(variant: Variant) -> usize {
     use fntrace_core::Role::*;
-    let avx = std::arch::is_x86_feature_detected!("avx");
-    let f: unsafe extern "C" fn() = match (variant.role, variant.regs, avx) {
-        (Entry, false, false) => fntrace_entry_sse,
-        (Mcount, false, false) => fntrace_mcount_sse,
-        (Exit, false, false) => fntrace_exit_sse,
-        (Entry, false, true) => fntrace_entry_avx,
-        (Mcount, false, true) => fntrace_mcount_avx,
-        (Exit, false, true) => fntrace_exit_avx,
-        (Entry, true, false) => fntrace_entry_regs_sse,
-        (Mcount, true, false) => fntrace_mcount_regs_sse,
-        (Exit, true, false) => fntrace_exit_regs_sse,
-        (Entry, true, true) => fntrace_entry_regs_avx,
-        (Mcount, true, true) => fntrace_mcount_regs_avx,
-        (Exit, true, true) => fntrace_exit_regs_avx,
+    let f: unsafe extern "C" fn() = match (variant.role, variant.regs) {
+        (Entry, false) => fntrace_entry,
+        (Mcount, false) => fntrace_mcount,
+        (Exit, false) => fntrace_exit,
+        (Entry, true) => fntrace_entry_regs,
+        (Mcount, true) => fntrace_mcount_regs,
+        (Exit, true) => fntrace_exit_regs,
     };
     f as usize
 }

@@ -80,6 +80,21 @@ impl ModState {
     }
 }
 
+impl ModState {
+    /// A slot with this data word and routine, from a pool near the module
+    /// (a new pool if the others are full).
+    fn new_slot(&mut self, layout: &SlotLayout, data: usize, target: usize) -> Result<usize, String> {
+        if let Some(slot) = self.pools.iter_mut().find_map(|p| p.alloc(layout, data, target)) {
+            return Ok(slot);
+        }
+        let (lo, hi) = self.loaded.code_span().ok_or("module without code")?;
+        let mut pool = Pool::near(lo, hi).map_err(|e| e.to_string())?;
+        let slot = pool.alloc(layout, data, target);
+        self.pools.push(pool);
+        slot.ok_or_else(|| "cannot write a trampoline slot".to_string())
+    }
+}
+
 /// What the runtime did, for `fntrace_stats` and `FNTRACE_VERBOSE`.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
@@ -167,18 +182,7 @@ impl State {
         if let Some(&slot) = module.slots.get(&key) {
             return Ok(slot);
         }
-        let target = routine(variant);
-        let mut slot = module
-            .pools
-            .iter_mut()
-            .find_map(|p| p.alloc(layout, key.0, target));
-        if slot.is_none() {
-            let (lo, hi) = module.loaded.code_span().ok_or("module without code")?;
-            let mut pool = Pool::near(lo, hi).map_err(|e| e.to_string())?;
-            slot = pool.alloc(layout, key.0, target);
-            module.pools.push(pool);
-        }
-        let slot = slot.ok_or("cannot write a trampoline slot")?;
+        let slot = module.new_slot(layout, key.0, routine(variant))?;
         module.slots.insert(key, slot);
         Ok(slot)
     }
@@ -191,17 +195,7 @@ impl State {
         if let Some(&slot) = module.site_slots.get(&i) {
             return Ok(slot);
         }
-        let mut slot = module
-            .pools
-            .iter_mut()
-            .find_map(|p| p.alloc(layout, data, target));
-        if slot.is_none() {
-            let (lo, hi) = module.loaded.code_span().ok_or("module without code")?;
-            let mut pool = Pool::near(lo, hi).map_err(|e| e.to_string())?;
-            slot = pool.alloc(layout, data, target);
-            module.pools.push(pool);
-        }
-        let slot = slot.ok_or("cannot write a trampoline slot")?;
+        let slot = module.new_slot(layout, data, target)?;
         module.site_slots.insert(i, slot);
         Ok(slot)
     }
@@ -236,20 +230,21 @@ impl State {
             let site = module.sites[change.site];
             let target = match change.to {
                 Target::Nop => Ok(None),
-                Target::Ops(id) => match self.by_id[id as usize] {
-                    Some(ops) if crate::tracer::fast_slot(ops, &site).is_some() => {
-                        let (data, target) = crate::tracer::fast_slot(ops, &site).expect("checked");
-                        self.site_slot(change.module, change.site, data, target).map(Some)
+                Target::Ops(id) => {
+                    match self.by_id[id as usize].map(|o| (o, crate::tracer::fast_slot(o, &site))) {
+                        Some((_, Some((data, target)))) => {
+                            self.site_slot(change.module, change.site, data, target).map(Some)
+                        }
+                        Some((ops, None)) => {
+                            let variant = Variant {
+                                role: site.role,
+                                regs: regs_of(ops),
+                            };
+                            self.slot(change.module, ops, variant).map(Some)
+                        }
+                        None => Err(format!("ops {id} has no callbacks")),
                     }
-                    Some(ops) => {
-                        let variant = Variant {
-                            role: site.role,
-                            regs: regs_of(ops),
-                        };
-                        self.slot(change.module, ops, variant).map(Some)
-                    }
-                    None => Err(format!("ops {id} has no callbacks")),
-                },
+                }
                 Target::List { regs } => self
                     .slot(
                         change.module,

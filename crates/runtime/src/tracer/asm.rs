@@ -16,16 +16,10 @@
 
 use std::arch::global_asm;
 use std::ffi::c_char;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::graph;
 use super::thread::{off, SHADOW};
-
-/// Whether to save whole `ymm` registers (read by the trampoline).
-static FNTRACE_HAS_AVX: AtomicBool = AtomicBool::new(false);
-
-/// Whether the trampoline may test XINUSE (see `routines.rs`).
-static FNTRACE_XINUSE: AtomicBool = AtomicBool::new(false);
 
 /// Real functions by wrapper index.
 static REAL: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
@@ -40,12 +34,6 @@ const NAMES: [&[u8]; 5] = [
 const CATCH: usize = 4;
 const FORCED_UNWIND: usize = 2;
 const PTHREAD_EXIT: usize = 3;
-
-/// Reads the CPU features the trampoline needs.
-pub fn setup() {
-    FNTRACE_HAS_AVX.store(std::arch::is_x86_feature_detected!("avx"), Ordering::Relaxed);
-    FNTRACE_XINUSE.store(crate::routines::has_xinuse(), Ordering::Relaxed);
-}
 
 /// The return trampoline (the address written into hijacked slots).
 pub fn return_trampoline() -> usize {
@@ -397,8 +385,8 @@ fntrace_return_slow:
     .size fntrace_return_slow, . - fntrace_return_slow
 
 "#,
-    avx = sym FNTRACE_HAS_AVX,
-    xinuse = sym FNTRACE_XINUSE,
+    avx = sym crate::routines::AVX,
+    xinuse = sym crate::routines::XINUSE,
     fast = const off::FAST,
     depth = const off::DEPTH,
     frames = const off::FRAMES,

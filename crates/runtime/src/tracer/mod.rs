@@ -106,7 +106,6 @@ pub fn start_from_env() -> Result<(), String> {
         Some(other) => return Err(format!("unknown tracer '{other}'")),
     };
     clock::setup();
-    asm::setup();
     let p0 = clock::point();
     let time_filter_ns: u64 =
         var("FNTRACE_TIME_FILTER").map_or(Ok(0), |v| v.parse().map_err(|_| "bad FNTRACE_TIME_FILTER"))?;
