@@ -130,6 +130,16 @@ global_asm!(
 fntrace_tls_thread:
     .zero 8
 
+    // rcx = this thread's state; to `fail` unless the fast paths may run.
+    .macro FNTRACE_THREAD fail
+    mov rcx, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]
+    mov rcx, qword ptr fs:[rcx]
+    test rcx, rcx
+    jz \fail
+    cmp byte ptr [rcx + {fast}], 1
+    jne \fail
+    .endm
+
     // The fast entry path (function_graph, entry sites): r11 is the site
     // slot's data word, the ENTRY event word of the function; [rsp] the
     // return into the function, [rsp + 8] the function's return address.
@@ -147,12 +157,7 @@ fntrace_fast_entry:
     push rdx
     push rcx
     push rsi
-    mov rcx, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]
-    mov rcx, qword ptr fs:[rcx]
-    test rcx, rcx
-    jz 9f
-    cmp byte ptr [rcx + {fast}], 1
-    jne 9f
+    FNTRACE_THREAD 9f
     mov rsi, [rcx + {depth}]
     cmp rsi, {shadow}
     jae 9f
@@ -223,12 +228,7 @@ fntrace_fast_caller:
     push rcx
     push rsi
     push rdi
-    mov rcx, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]
-    mov rcx, qword ptr fs:[rcx]
-    test rcx, rcx
-    jz 9f
-    cmp byte ptr [rcx + {fast}], 1
-    jne 9f
+    FNTRACE_THREAD 9f
     mov rsi, [rcx + {wptr}]
     cmp rsi, [rcx + {wend}]
     jae 9f
@@ -276,12 +276,7 @@ fntrace_fast_caller:
     .type fntrace_return_to_handler, @function
     nop
 fntrace_return_to_handler:
-    mov rcx, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]
-    mov rcx, qword ptr fs:[rcx]
-    test rcx, rcx
-    jz 8f
-    cmp byte ptr [rcx + {fast}], 1
-    jne 8f
+    FNTRACE_THREAD 8f
     mov rsi, [rcx + {depth}]
     test rsi, rsi
     jz 8f
