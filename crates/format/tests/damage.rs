@@ -35,16 +35,18 @@ fn sample() -> (Vec<u8>, Vec<usize>, Vec<Vec<Event>>) {
     (bytes, ends, prefixes)
 }
 
-/// Reads `bytes` with the file length known or not.
-fn read_all(bytes: Vec<u8>, len_known: bool) -> (Vec<Event>, Option<String>) {
-    let len = bytes.len() as u64;
-    let raw = if len_known {
+/// The words of thread file `bytes`, with the file length known or not.
+fn raw(bytes: Vec<u8>, len_known: bool) -> RawEvents {
+    if len_known {
         RawEvents::from_bytes(bytes, LABEL, Some(7))
     } else {
         RawEvents::from_reader(std::io::Cursor::new(bytes), None, LABEL, Some(7))
-    };
-    let _ = len;
-    let mut it = ThreadEvents::new(raw, tsc3());
+    }
+}
+
+/// Reads `bytes` with the file length known or not.
+fn read_all(bytes: Vec<u8>, len_known: bool) -> (Vec<Event>, Option<String>) {
+    let mut it = ThreadEvents::new(raw(bytes, len_known), tsc3());
     let events: Vec<Event> = it.by_ref().collect();
     assert!(it.next().is_none(), "iteration stays stopped");
     (events, it.damage().map(str::to_string))
@@ -292,13 +294,7 @@ fn random_corruption_never_panics() {
     ];
     for case in 0..5000 {
         let bad = corrupt(&mut rng, bytes.clone());
-        let len_known = case % 2 == 0;
-        let raw = if len_known {
-            RawEvents::from_bytes(bad.clone(), LABEL, Some(7))
-        } else {
-            RawEvents::from_reader(std::io::Cursor::new(bad.clone()), None, LABEL, Some(7))
-        };
-        let mut it = ThreadEvents::new(raw, clocks[case % 3].clone());
+        let mut it = ThreadEvents::new(raw(bad.clone(), case % 2 == 0), clocks[case % 3].clone());
         let events: Vec<Event> = it.by_ref().take(1000).collect();
         // Every event word takes 8 bytes at least: corruption cannot invent
         // more events than the file holds (Lost ones come from headers).

@@ -49,11 +49,7 @@ impl FunctionEntry {
                 fields.len()
             ));
         };
-        let fid = parse_dec(fid).ok_or_else(|| format!("bad function id `{fid}`"))?;
-        let fid = u32::try_from(fid)
-            .ok()
-            .filter(|&f| f <= MAX_FID)
-            .ok_or_else(|| format!("function id {fid} is larger than {MAX_FID}"))?;
+        let fid = parse_fid(fid)?;
         let address =
             parse_hex(address).ok_or_else(|| format!("bad address `{address}` (expected 0x...)"))?;
         let size = parse_hex(size).ok_or_else(|| format!("bad size `{size}` (expected 0x...)"))?;
@@ -121,13 +117,8 @@ impl ProfileRow {
             return Err(format!("expected 6 tab-separated fields, found {}", fields.len()));
         };
         let num = |what: &str, s: &str| parse_dec(s).ok_or_else(|| format!("bad {what} `{s}`"));
-        let fid = num("function id", fid)?;
-        let fid = u32::try_from(fid)
-            .ok()
-            .filter(|&f| f <= MAX_FID)
-            .ok_or_else(|| format!("function id {fid} is larger than {MAX_FID}"))?;
         Ok(ProfileRow {
-            fid,
+            fid: parse_fid(fid)?,
             calls: num("CALLS", calls)?,
             total_ns: num("TOTAL_NS", total)?,
             self_ns: num("SELF_NS", self_ns)?,
@@ -151,6 +142,15 @@ fn clean(s: &str, tabs: bool) -> String {
             c => c,
         })
         .collect()
+}
+
+/// A function id: decimal, at most [`MAX_FID`].
+fn parse_fid(s: &str) -> Result<u32, String> {
+    let fid = parse_dec(s).ok_or_else(|| format!("bad function id `{s}`"))?;
+    u32::try_from(fid)
+        .ok()
+        .filter(|&f| f <= MAX_FID)
+        .ok_or_else(|| format!("function id {fid} is larger than {MAX_FID}"))
 }
 
 /// Decimal digits only (no sign, no spaces).

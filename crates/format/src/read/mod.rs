@@ -155,12 +155,11 @@ fn read_process(root: &Path, name: &str, image: u32, damage: &mut Vec<String>) -
     let info = ProcessInfo::from_json(&read(layout::PROCESS)?)
         .map_err(|reason| format!("{name}/{}: cannot parse: {reason}", layout::PROCESS))?;
     if info.version != meta::VERSION {
-        return Err(format!(
-            "{name}/{}: format version {} is not supported (this reader reads {})",
-            layout::PROCESS,
-            info.version,
-            meta::VERSION
-        ));
+        return Err(FormatError::Version {
+            path: format!("{name}/{}", layout::PROCESS).into(),
+            version: info.version,
+        }
+        .to_string());
     }
 
     let (functions, note) = Functions::parse(&read(layout::FUNCTIONS)?)
