@@ -146,16 +146,24 @@ impl Ending {
         match self {
             Ending::Exited(_) => None,
             Ending::Killed { signal, core } => Some(format!(
-                "fntrace: {command}: killed by signal {signal}{}{}",
-                signal_name(signal).map_or(String::new(), |n| format!(" ({n})")),
+                "fntrace: {command}: {}{}",
+                killed_by(signal),
                 if core { ", core dumped" } else { "" }
             )),
         }
     }
 }
 
+/// `killed by signal N (NAME)`, the name when the number has one.
+pub fn killed_by(signal: i32) -> String {
+    match signal_name(signal) {
+        Some(name) => format!("killed by signal {signal} ({name})"),
+        None => format!("killed by signal {signal}"),
+    }
+}
+
 /// The name of a Linux signal number (x86-64, arm64).
-pub fn signal_name(signal: i32) -> Option<&'static str> {
+fn signal_name(signal: i32) -> Option<&'static str> {
     const NAMES: [&str; 31] = [
         "SIGHUP",
         "SIGINT",

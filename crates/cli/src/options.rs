@@ -137,8 +137,7 @@ pub fn pattern(text: &str) -> Result<String, String> {
             "pattern '{text}' contains a comma, semicolon or space (patterns are globs: use '?' or '*')"
         ));
     }
-    Filter::parse(&[text]).map_err(|e| e.to_string())?;
-    Ok(text.to_string())
+    filter_pattern(text)
 }
 
 /// A pattern for a reader (`replay -F`): valid ftrace filter syntax.

@@ -29,6 +29,16 @@ pub fn file_name(path: &Path) -> String {
     )
 }
 
+/// Writes `value` as pretty JSON and a newline. I/O errors stay I/O errors,
+/// so that a closed pipe is recognised.
+pub fn write_json(out: &mut impl io::Write, value: &impl serde::Serialize) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value).map_err(|e| match e.io_error_kind() {
+        Some(kind) => io::Error::from(kind),
+        None => io::Error::other(e),
+    })?;
+    writeln!(out)
+}
+
 /// Prints a one-line error and gives the exit status to return.
 pub fn fail(code: u8, message: &str) -> std::process::ExitCode {
     eprintln!("fntrace: error: {message}");

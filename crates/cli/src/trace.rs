@@ -9,6 +9,8 @@ use fntrace_format::read::{self, Functions, Process, Trace};
 use fntrace_sites::demangle;
 use fntrace_sites::filter::{Filter, Names as FilterNames};
 
+use crate::output;
+
 /// Opens the data directory `dir`; the error is one line naming it.
 pub fn open(dir: &Path) -> anyhow::Result<Trace> {
     Ok(read::open(dir)?)
@@ -108,7 +110,7 @@ impl<'p> Names<'p> {
             let symbol = functions.name(fid);
             let module = functions
                 .get(fid)
-                .map_or_else(String::new, |f| file_name(&f.module).to_string());
+                .map_or_else(String::new, |f| output::file_name(Path::new(&f.module)));
             let demangled = demangle::demangle(&symbol);
             Name {
                 shown: if wanted { demangled.clone() } else { symbol.clone() },
@@ -142,11 +144,6 @@ impl<'p> Names<'p> {
 /// can be the last instruction of its caller.
 pub fn caller(functions: &Functions, addr: u64) -> Option<u32> {
     functions.by_address(addr.checked_sub(1)?).map(|(f, _)| f.fid)
-}
-
-/// The last component of a path.
-fn file_name(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
 }
 
 /// A Unix time in nanoseconds as UTC, ISO 8601: `2024-03-01T12:34:56.789Z`.

@@ -5,11 +5,7 @@
 /// Parses a duration: `100ns`, `2us`, `1.5ms`, `1s`; a bare number is in
 /// nanoseconds. The result must be a whole number of nanoseconds.
 pub fn parse_duration(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
+    let (number, unit) = split_unit(text);
     let scale: u64 = match unit {
         "" | "ns" => 1,
         "us" | "µs" => 1_000,
@@ -28,11 +24,7 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
 /// Parses a size in bytes: `4096`, `512K`, `4M`, `1G` (powers of 1024; a
 /// trailing `B` or `iB` is allowed). Zero is refused.
 pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
+    let (number, unit) = split_unit(text);
     let unit = unit
         .strip_suffix("iB")
         .or_else(|| unit.strip_suffix('B'))
@@ -49,6 +41,15 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         Some(n) => Ok(n),
         None => Err(format!("bad size '{text}' (expected e.g. 65536, 512K, 4M)")),
     }
+}
+
+/// The number at the start of `text` (digits and dots) and the unit after it.
+fn split_unit(text: &str) -> (&str, &str) {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    t.split_at(split)
 }
 
 /// `number * scale` for a decimal number with an optional fraction, when

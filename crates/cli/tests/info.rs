@@ -4,17 +4,12 @@ mod common;
 
 use common::scenarios;
 use common::tracedata::{expect_file, DataDir};
-use common::{assert_fails, fntrace_output, Work};
+use common::{assert_fails, fntrace_ok, fntrace_output, Work};
 
 /// `fntrace info DIR` with the directory's path replaced by `DIR`.
 fn info(d: &DataDir) -> (String, String) {
-    let out = fntrace_output(&["info", d.path()]);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    (
-        String::from_utf8(out.stdout).unwrap().replace(d.path(), "DIR"),
-        stderr,
-    )
+    let (out, stderr) = fntrace_ok(&["info", d.path()]);
+    (out.replace(d.path(), "DIR"), stderr)
 }
 
 #[test]

@@ -2,13 +2,13 @@
 //! directory (info.json, DIR.old), the environment given to the runtime,
 //! and the command's exit status passed on. Most tests preload a stand-in
 //! for the runtime (`FNTRACE_RUNTIME`), so they need neither the runtime
-//! nor an instrumented program; the last one runs the real runtime when
-//! it is built.
+//! nor an instrumented program; the last one runs the real runtime
+//! (built first if need be).
 
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use serde_json::Value;
 
@@ -274,18 +274,12 @@ fn live_runs_records_replays_and_cleans_up() {
     assert_fails(&out, 127, "command not found");
 }
 
-/// With the real runtime: a program built with `-pg -mfentry` exits 3, and
-/// `record` passes that on and keeps it in `info.json`.
+/// With the real runtime (built if need be): a program built with `-pg
+/// -mfentry` exits 3, and `record` passes that on and keeps it in
+/// `info.json`.
 #[test]
 fn real_runtime_exit_status() {
-    let runtime = Path::new(env!("CARGO_BIN_EXE_fntrace")).with_file_name("libfntrace_runtime.so");
-    if !runtime.is_file() {
-        eprintln!(
-            "skipped: {} is not built (cargo build --workspace)",
-            runtime.display()
-        );
-        return;
-    }
+    common::procs::runtime();
     let work = Work::new("record-real");
     let src = work.path("three.c");
     std::fs::write(
@@ -306,10 +300,9 @@ fn real_runtime_exit_status() {
             exe.to_str().unwrap(),
         ],
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_fntrace"))
+    let out = fntrace()
         .args(["record", "--", "./three"])
         .current_dir(&work.dir)
-        .env_remove("FNTRACE_RUNTIME")
         .output()
         .unwrap();
     assert_eq!(

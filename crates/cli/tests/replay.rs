@@ -7,16 +7,13 @@ mod common;
 
 use common::scenarios;
 use common::tracedata::expect_file;
-use common::{assert_fails, fntrace_output, Work};
+use common::{assert_fails, fntrace_ok, fntrace_output, Work};
 
 /// `fntrace replay ARGS...`: must succeed; returns stdout and stderr.
 fn replay(args: &[&str]) -> (String, String) {
     let mut all = vec!["replay", "--color", "never"];
     all.extend(args);
-    let out = fntrace_output(&all);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{all:?}: {stderr}");
-    (String::from_utf8(out.stdout).unwrap(), stderr)
+    fntrace_ok(&all)
 }
 
 #[test]

@@ -8,21 +8,13 @@ use serde_json::Value;
 
 use common::scenarios;
 use common::tracedata::expect_file;
-use common::{assert_fails, fntrace_output, Work};
-
-/// `fntrace ARGS...`: must succeed; returns stdout and stderr.
-fn run(args: &[&str]) -> (String, String) {
-    let out = fntrace_output(args);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{args:?}: {stderr}");
-    (String::from_utf8(out.stdout).unwrap(), stderr)
-}
+use common::{assert_fails, fntrace_ok, fntrace_output, Work};
 
 /// `report --json`: `(name, [calls, total, self, min, max, avg])` rows.
 fn report(args: &[&str]) -> Vec<(String, [u64; 6])> {
     let mut all = vec!["report", "--json"];
     all.extend(args);
-    let (out, _) = run(&all);
+    let (out, _) = fntrace_ok(&all);
     let json: Value = serde_json::from_str(&out).expect("JSON");
     json.as_array()
         .expect("array")
@@ -100,7 +92,7 @@ fn nested_calls_and_threads() {
     let raw = report(&["--no-demangle", "--tid", "101", d.path()]);
     assert_eq!(raw[1].0, "_ZN2ns6workerEi");
 
-    let (text, err) = run(&["report", d.path()]);
+    let (text, err) = fntrace_ok(&["report", d.path()]);
     assert_eq!(err, "");
     expect_file("report_threads.txt", &text);
 }
@@ -114,7 +106,7 @@ fn recursion_counts_outermost_calls() {
     assert_eq!(row(&rows, "fact"), &[4, 510, 490, 10, 500, 227]);
     assert_eq!(row(&rows, "main"), &[1, 1000, 490, 1000, 1000, 1000]);
     assert_eq!(row(&rows, "helper"), &[1, 20, 20, 20, 20, 20]);
-    let (text, _) = run(&["graph", d.path(), "fact"]);
+    let (text, _) = fntrace_ok(&["graph", d.path(), "fact"]);
     expect_file("graph_recursion.txt", &text);
 }
 
@@ -129,7 +121,7 @@ fn time_filter_calls_nest_by_time() {
     );
     assert_eq!(row(&rows, "worker"), &[1, 50_000, 30_000, 50_000, 50_000, 50_000]);
     assert_eq!(row(&rows, "leafy"), &[2, 35_000, 35_000, 15_000, 20_000, 17_500]);
-    let (text, _) = run(&["graph", d.path()]);
+    let (text, _) = fntrace_ok(&["graph", d.path()]);
     expect_file("graph_time_filter.txt", &text);
 }
 
@@ -159,7 +151,7 @@ fn function_tracer_counts_calls_and_callers() {
     let d = scenarios::function_tracer(&work);
     let rows = report(&[d.path()]);
     assert_eq!(row(&rows, "leaf"), &[2, 0, 0, 0, 0, 0]);
-    let (text, _) = run(&["graph", d.path()]);
+    let (text, _) = fntrace_ok(&["graph", d.path()]);
     expect_file("graph_function.txt", &text);
 }
 
@@ -167,10 +159,10 @@ fn function_tracer_counts_calls_and_callers() {
 fn graph() {
     let work = Work::new("graph-threads");
     let d = scenarios::threads(&work);
-    let (text, err) = run(&["graph", d.path()]);
+    let (text, err) = fntrace_ok(&["graph", d.path()]);
     assert_eq!(err, "");
     expect_file("graph_threads.txt", &text);
-    let (one, _) = run(&["graph", d.path(), "ns::*"]);
+    let (one, _) = fntrace_ok(&["graph", d.path(), "ns::*"]);
     assert!(
         one.starts_with("ns::worker(int): 2 calls, total 12.500 us, self 12.400 us\n"),
         "{one}"
@@ -185,10 +177,10 @@ fn empty_and_missing() {
     let work = Work::new("report-empty");
     let d = common::tracedata::DataDir::new(&work, "empty.data");
     d.info(&["./prog"], "function_graph", 0, 1000);
-    let (out, err) = run(&["report", d.path()]);
+    let (out, err) = fntrace_ok(&["report", d.path()]);
     assert_eq!(out, "");
     assert_eq!(err.lines().count(), 1, "{err}");
-    let (out, _) = run(&["report", "--json", d.path()]);
+    let (out, _) = fntrace_ok(&["report", "--json", d.path()]);
     assert_eq!(out.trim(), "[]");
     let out = fntrace_output(&["report", "/nonexistent/x.data"]);
     assert_fails(&out, 1, "cannot read");

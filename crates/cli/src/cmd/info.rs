@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use fntrace_format::layout;
-use fntrace_format::meta::{Clock, RunInfo};
+use fntrace_format::meta::{Clock, RunInfo, MIN_CALIBRATION_NS, SOURCE_MONOTONIC};
 use fntrace_format::read::{EventKind, Process};
 
-use crate::launch::signal_name;
+use crate::launch::killed_by;
 use crate::trace::{self, command_line, utc};
 use crate::units::human;
 
@@ -85,13 +85,7 @@ fn run_info(sheet: &mut Sheet, info: &RunInfo) {
     }
     match (info.exit_status, info.signal) {
         (Some(code), _) => sheet.item("exit status", code.to_string()),
-        (None, Some(signal)) => sheet.item(
-            "exit status",
-            format!(
-                "killed by signal {signal}{}",
-                signal_name(signal).map_or(String::new(), |n| format!(" ({n})"))
-            ),
-        ),
+        (None, Some(signal)) => sheet.item("exit status", killed_by(signal)),
         (None, None) => sheet.item("exit status", "unknown"),
     }
     sheet.item("tracer", &info.tracer);
@@ -112,10 +106,15 @@ fn options(value: &serde_json::Value) -> String {
         })
         .map(|(k, v)| format!("{k} {v}"))
         .collect();
-    if given.is_empty() {
+    joined_or_none(&given, ", ")
+}
+
+/// `items` joined by `separator`, or `none`.
+fn joined_or_none(items: &[String], separator: &str) -> String {
+    if items.is_empty() {
         "none".into()
     } else {
-        given.join(", ")
+        items.join(separator)
     }
 }
 
@@ -184,34 +183,20 @@ fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>) 
         .iter()
         .map(|(k, n)| format!("{k} {n}"))
         .collect();
-    sheet.item(
-        "  instrumentation",
-        if kinds.is_empty() {
-            "none".into()
-        } else {
-            kinds.join(", ")
-        },
-    );
+    sheet.item("  instrumentation", joined_or_none(&kinds, ", "));
     let modules: Vec<String> = info
         .modules
         .iter()
         .map(|m| format!("{} ({} sites, bias {:#x})", m.path, m.sites, m.bias))
         .collect();
-    sheet.item(
-        "  modules",
-        if modules.is_empty() {
-            "none".into()
-        } else {
-            modules.join("\n")
-        },
-    );
+    sheet.item("  modules", joined_or_none(&modules, "\n"));
     sheet.item("  functions", process.functions.len().to_string());
     sheet.item("  clock", clock(&info.clock));
 }
 
 /// The clock source and its calibration.
 fn clock(c: &Clock) -> String {
-    if c.source == "monotonic" {
+    if c.source == SOURCE_MONOTONIC {
         return "monotonic (ticks are CLOCK_MONOTONIC nanoseconds)".into();
     }
     if let Some(note) = c.note() {
@@ -219,7 +204,7 @@ fn clock(c: &Clock) -> String {
     }
     let span_ns = c.mono1_ns.saturating_sub(c.mono0_ns);
     let ticks = c.tick1.saturating_sub(c.tick0);
-    if span_ns >= 1_000_000 && ticks > 0 {
+    if span_ns >= MIN_CALIBRATION_NS && ticks > 0 {
         format!(
             "{}, {:.6} GHz (calibrated over {}: ticks {}..{}, monotonic {}..{} ns)",
             c.source,

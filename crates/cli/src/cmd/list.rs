@@ -11,7 +11,7 @@ use fntrace_sites::filter::{Filter, Names};
 use fntrace_sites::{demangle, hex, Binary, FileKind, Function, Site, SiteKind};
 use serde::Serialize;
 
-use crate::output::{file_name, read_input};
+use crate::output::{self, file_name, read_input};
 
 const AFTER_HELP: &str = "\
 Sites come from the tables compilers write, or from the calls to the
@@ -281,11 +281,5 @@ fn write_json(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> a
             }
         })
         .collect();
-    // Keep I/O errors I/O errors, so that a closed pipe is recognised.
-    serde_json::to_writer_pretty(&mut *out, &functions).map_err(|e| match e.io_error_kind() {
-        Some(kind) => io::Error::from(kind),
-        None => io::Error::other(e),
-    })?;
-    writeln!(out)?;
-    Ok(())
+    Ok(output::write_json(out, &functions)?)
 }

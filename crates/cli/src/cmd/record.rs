@@ -192,7 +192,7 @@ fn environment(request: &Request, dir: &Path) -> Vec<(&'static str, Option<OsStr
 /// Fails when `program` is an ELF file without patchable sites: nothing of
 /// it could be traced. Other files (scripts) are left to the kernel.
 fn check_sites(program: &Path, name: &str) -> anyhow::Result<()> {
-    let data = fs::read(program).with_context(|| format!("cannot read {}", program.display()))?;
+    let data = output::read_input(program)?;
     if !data.starts_with(b"\x7fELF") {
         return Ok(());
     }

@@ -9,6 +9,7 @@ use fntrace_format::layout;
 use serde::Serialize;
 
 use crate::cmd::replay::empty_reason;
+use crate::output;
 use crate::stats::{self, Function, Request};
 use crate::trace;
 use crate::units::human;
@@ -108,11 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 avg_ns: f.avg_ns(),
             })
             .collect();
-        serde_json::to_writer_pretty(&mut out, &json).map_err(|e| match e.io_error_kind() {
-            Some(kind) => io::Error::from(kind),
-            None => io::Error::other(e),
-        })?;
-        writeln!(out)?;
+        output::write_json(&mut out, &json)?;
     } else if !rows.is_empty() {
         write_table(&mut out, &rows)?;
     }
