@@ -44,7 +44,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::procs::{have, run, runtime, text};
+use common::procs::{have, kill_group, run, runtime, text};
 use common::{fntrace, programs, Work};
 
 /// How long a compiler, the program or one `fntrace` command may run.
@@ -65,14 +65,6 @@ const FOREIGN: &[&str] = &[
     "deregister_tm_clones",
     "__do_global_dtors_aux",
 ];
-
-// ---------------------------------------------------------------------------
-// Processes
-// ---------------------------------------------------------------------------
-
-extern "C" {
-    fn kill(pid: i32, sig: i32) -> i32;
-}
 
 // ---------------------------------------------------------------------------
 // Programs and how they are built
@@ -922,16 +914,14 @@ fn ctrl_c_writes_the_trace() {
     child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
     assert_eq!(&first, b"start\n");
     std::thread::sleep(Duration::from_millis(300));
-    // SAFETY: kill(2) on the process group of the child we started.
-    unsafe { kill(-(child.id() as i32), 2) };
+    kill_group(child.id(), 2);
     let start = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
         if start.elapsed() > DEADLINE {
-            // SAFETY: as above.
-            unsafe { kill(-(child.id() as i32), 9) };
+            kill_group(child.id(), 9);
             panic!("fntrace record did not end after SIGINT");
         }
         std::thread::sleep(Duration::from_millis(5));

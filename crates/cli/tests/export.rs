@@ -89,6 +89,25 @@ fn chrome_threads_and_processes() {
 }
 
 #[test]
+fn firefox_keeps_the_selected_threads() {
+    let work = Work::new("export-firefox-tid");
+    let d = scenarios::threads(&work);
+    let tids = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["dump", "--firefox", d.path()];
+        all.extend(args);
+        let (out, _) = ok(&all);
+        let profile: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        let threads = profile["threads"].as_array().expect("threads");
+        threads
+            .iter()
+            .map(|t| t["tid"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(tids(&[]), ["100", "101", "200"]);
+    assert_eq!(tids(&["--tid", "101"]), ["101"]);
+}
+
+#[test]
 fn chrome_function_tracer_and_time_filter() {
     let work = Work::new("export-chrome-kinds");
     let d = scenarios::function_tracer(&work);

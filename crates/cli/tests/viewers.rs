@@ -198,6 +198,14 @@ impl Recorded {
         tracks.extend(self.threads.iter().map(|(tid, name)| format!("{name} {tid}")));
         tracks
     }
+
+    /// Its threads as `(pid, tid, name)`.
+    fn thread_set(&self) -> BTreeSet<(u64, u64, String)> {
+        self.threads
+            .iter()
+            .map(|(tid, name)| (u64::from(self.pid), u64::from(*tid), name.clone()))
+            .collect()
+    }
 }
 
 /// `fntrace ARGS...` in `dir`, which must succeed; returns stdout.
@@ -275,6 +283,26 @@ fn recorded() -> &'static Recorded {
             command: process.info.argv.join(" "),
             threads,
         }
+    })
+}
+
+/// `dump --perfetto` of the recording, once for the tests that read it.
+fn perfetto_file() -> &'static Path {
+    static FILE: OnceLock<PathBuf> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let work = Work::new("viewers-perfetto");
+        let pftrace = work.path("trace.pftrace");
+        fntrace_ok(
+            &work.dir,
+            &[
+                "dump",
+                "--perfetto",
+                "-o",
+                pftrace.to_str().unwrap(),
+                &recorded().data,
+            ],
+        );
+        pftrace
     })
 }
 
@@ -401,12 +429,7 @@ fn check_in_perfetto_ui(rec: &Recorded, file: &Path, png: &Path) {
             )
         })
         .collect();
-    let expected: BTreeSet<(u64, u64, String)> = rec
-        .threads
-        .iter()
-        .map(|(tid, name)| (u64::from(rec.pid), u64::from(*tid), name.clone()))
-        .collect();
-    assert_eq!(threads, expected, "the UI's threads: (pid, tid, name)");
+    assert_eq!(threads, rec.thread_set(), "the UI's threads: (pid, tid, name)");
 }
 
 // ---------------------------------------------------------------------------
@@ -437,13 +460,7 @@ fn perfetto_protobuf_in_perfetto_ui() {
         return;
     }
     let rec = recorded();
-    let work = Work::new("viewers-perfetto-ui");
-    let pftrace = work.path("trace.pftrace");
-    fntrace_ok(
-        &work.dir,
-        &["dump", "--perfetto", "-o", pftrace.to_str().unwrap(), &rec.data],
-    );
-    check_in_perfetto_ui(rec, &pftrace, &screenshot("perfetto-ui-protobuf"));
+    check_in_perfetto_ui(rec, perfetto_file(), &screenshot("perfetto-ui-protobuf"));
 }
 
 #[test]
@@ -455,13 +472,7 @@ fn perfetto_protobuf_decoded_by_perfetto_protos() {
         return;
     }
     let rec = recorded();
-    let work = Work::new("viewers-perfetto-decode");
-    let pftrace = work.path("trace.pftrace");
-    fntrace_ok(
-        &work.dir,
-        &["dump", "--perfetto", "-o", pftrace.to_str().unwrap(), &rec.data],
-    );
-    let decoded = python_script("decode.py", &[pftrace.to_str().unwrap()], DEADLINE);
+    let decoded = python_script("decode.py", &[perfetto_file().to_str().unwrap()], DEADLINE);
 
     assert_eq!(decoded["errors"], Value::Array(vec![]), "decode.py's errors");
     assert_eq!(counts(&decoded["begins"]), rec.calls, "slice begins per name");
@@ -500,12 +511,7 @@ fn perfetto_protobuf_decoded_by_perfetto_protos() {
             )
         })
         .collect();
-    let expected: BTreeSet<(u64, u64, String)> = rec
-        .threads
-        .iter()
-        .map(|(tid, name)| (u64::from(rec.pid), u64::from(*tid), name.clone()))
-        .collect();
-    assert_eq!(threads, expected, "thread tracks: (pid, tid, name)");
+    assert_eq!(threads, rec.thread_set(), "thread tracks: (pid, tid, name)");
     let per_track: u64 = counts(&decoded["slices_per_track"]).values().sum();
     assert_eq!(
         per_track,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use fntrace_format::layout;
-use fntrace_format::read::Trace;
+use fntrace_format::read::{Process, Trace};
 
 use crate::cmd::replay::empty_reason;
 use crate::export::progress::Progress;
@@ -89,12 +89,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let trace = trace::open(&args.dir)?;
-    trace::check_tids(&trace, &args.tid)?;
-    let threads = trace::select(&trace, &args.tid);
-    if threads.is_empty() {
-        trace::warn_damage(&trace.damage);
-        anyhow::bail!(empty_reason(&trace, &args.dir));
-    }
+    let threads = selected(&trace, &args.dir, &args.tid)?;
     let mut sink = Sink::create(args.output.as_deref())?;
     let progress = Progress::new(&threads, 1, "dump");
     let demangle = !args.no_demangle;
@@ -103,10 +98,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let summary = chrome::write(sink.out(), &trace, &threads, demangle, &progress)?;
         (summary.events, summary.damage, summary.events == 0)
     } else if args.perfetto {
-        let stats = perfetto::write(sink.out(), &trace, &threads, demangle, Some(&progress))?;
+        let stats = perfetto::write(sink.out(), &trace, &threads, demangle, &progress)?;
         (stats.events, stats.damage, stats.events == 0)
     } else if args.firefox {
-        let stats = firefox::write_firefox(&trace, sink.out(), demangle)?;
+        let stats = firefox::write_firefox(&trace, &threads, sink.out(), demangle, &progress)?;
         (stats.events, stats.damage, stats.events == 0)
     } else {
         let stacks = folded::collect(&threads, args.per_thread, demangle, &progress);
@@ -121,6 +116,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     sink.commit()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The threads an export reads: those of `tids` (`--tid`; all when
+/// empty). Fails when none of `tids` is in the trace, or nothing is left.
+pub fn selected<'t>(
+    trace: &'t Trace,
+    dir: &Path,
+    tids: &[u32],
+) -> anyhow::Result<Vec<(&'t Process, Vec<u32>)>> {
+    trace::check_tids(trace, tids)?;
+    let threads = trace::select(trace, tids);
+    if threads.is_empty() {
+        trace::warn_damage(&trace.damage);
+        anyhow::bail!(empty_reason(trace, dir));
+    }
+    Ok(threads)
 }
 
 /// Why a trace gives no output: no events, or no call with a duration

@@ -9,8 +9,7 @@ use fntrace_format::layout;
 use fntrace_format::read::Trace;
 use inferno::flamegraph::{self, Options};
 
-use crate::cmd::dump::nothing_to_show;
-use crate::cmd::replay::empty_reason;
+use crate::cmd::dump::{nothing_to_show, selected};
 use crate::export::progress::Progress;
 use crate::export::sink::Sink;
 use crate::export::{chart, folded};
@@ -61,12 +60,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let trace = trace::open(&args.dir)?;
-    trace::check_tids(&trace, &args.tid)?;
-    let threads = trace::select(&trace, &args.tid);
-    if threads.is_empty() {
-        trace::warn_damage(&trace.damage);
-        anyhow::bail!(empty_reason(&trace, &args.dir));
-    }
+    let threads = selected(&trace, &args.dir, &args.tid)?;
     let mut sink = Sink::create(args.output.as_deref())?;
     let demangle = !args.no_demangle;
 

@@ -36,6 +36,7 @@
 //! Nothing is written until the first event: a trace without events
 //! leaves the output empty (the caller reports the error).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Write};
 
@@ -218,6 +219,8 @@ impl<W: Write> Json<'_, W> {
         )?;
 
         let ids = format!("\"pid\":{pid},\"tid\":{tid}");
+        // What a function's event has between its time and its name.
+        let call = format!(",{ids},\"cat\":\"function\",\"name\":");
         let mut stack: Vec<Open> = Vec::new();
         let mut now = first.ns;
         for ev in std::iter::once(first).chain(events) {
@@ -230,9 +233,7 @@ impl<W: Write> Json<'_, W> {
                     self.line
                         .start("{\"ph\":\"B\",\"ts\":")
                         .micros(ts)
-                        .text(",")
-                        .text(&ids)
-                        .text(",\"cat\":\"function\",\"name\":")
+                        .text(&call)
                         .text(names.get(ev.fid))
                         .text("}");
                     self.flush_line()?;
@@ -245,7 +246,7 @@ impl<W: Write> Json<'_, W> {
                     while let Some(open) = stack.pop() {
                         let this = stack.len() == pos;
                         let unwound = !this || ev.kind == EventKind::Unwind;
-                        self.end(&ids, names, &open, now, unwound.then_some("unwound"))?;
+                        self.end(&call, names, &open, now, unwound.then_some("unwound"))?;
                         if this {
                             break;
                         }
@@ -258,20 +259,21 @@ impl<W: Write> Json<'_, W> {
                         .micros(start)
                         .text(",\"dur\":")
                         .micros(Micros(i128::from(dur_ns)))
-                        .text(",")
-                        .text(&ids)
-                        .text(",\"cat\":\"function\",\"name\":")
+                        .text(&call)
                         .text(names.get(ev.fid))
                         .text("}");
                     self.flush_line()?;
                 }
                 EventKind::EntryCaller(addr) => {
-                    let caller = quote(&names.names.address(addr));
-                    let name = names.get(ev.fid);
-                    write!(
-                        self.item()?,
-                        "{{\"ph\":\"i\",\"s\":\"t\",\"ts\":{ts},{ids},\"cat\":\"function\",\"name\":{name},\"args\":{{\"caller\":{caller}}}}}"
-                    )?;
+                    self.line
+                        .start("{\"ph\":\"i\",\"s\":\"t\",\"ts\":")
+                        .micros(ts)
+                        .text(&call)
+                        .text(names.get(ev.fid))
+                        .text(",\"args\":{\"caller\":")
+                        .text(names.caller(addr))
+                        .text("}}");
+                    self.flush_line()?;
                 }
                 EventKind::Lost(n) => {
                     let unknown = if n == 0 { ",\"chunks_missing\":true" } else { "" };
@@ -290,16 +292,17 @@ impl<W: Write> Json<'_, W> {
             }
         }
         while let Some(open) = stack.pop() {
-            self.end(&ids, names, &open, now, Some("unfinished"))?;
+            self.end(&call, names, &open, now, Some("unfinished"))?;
         }
         self.progress.update();
         Ok(())
     }
 
-    /// The `E` of `open` at `now`, with `{"why":true}` as its args.
+    /// The `E` of `open` at `now`, with `{"why":true}` as its args; `call`
+    /// is what comes between the time and the name.
     fn end(
         &mut self,
-        ids: &str,
+        call: &str,
         names: &mut JsonNames<'_>,
         open: &Open,
         now: u64,
@@ -309,9 +312,7 @@ impl<W: Write> Json<'_, W> {
         self.line
             .start("{\"ph\":\"E\",\"ts\":")
             .micros(ts)
-            .text(",")
-            .text(ids)
-            .text(",\"cat\":\"function\",\"name\":")
+            .text(call)
             .text(names.get(open.fid));
         match why {
             Some(why) => self.line.text(",\"args\":{\"").text(why).text("\":true}}"),
@@ -326,10 +327,12 @@ fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"?\"".to_string())
 }
 
-/// Function names as JSON string literals, made once per function.
+/// Function names as JSON string literals, made once per function, and
+/// callers (`function+0xoff`) once per return address.
 struct JsonNames<'p> {
     names: Names<'p>,
     quoted: Vec<Option<String>>,
+    callers: HashMap<u64, String>,
     /// For ids outside the function table (damaged data).
     scratch: String,
 }
@@ -339,6 +342,7 @@ impl<'p> JsonNames<'p> {
         JsonNames {
             names: Names::new(&process.functions, demangle),
             quoted: vec![None; process.functions.len()],
+            callers: HashMap::new(),
             scratch: String::new(),
         }
     }
@@ -349,6 +353,14 @@ impl<'p> JsonNames<'p> {
             return &self.scratch;
         };
         slot.get_or_insert_with(|| quote(self.names.shown(fid)))
+    }
+
+    /// Return address `addr` as a JSON string literal.
+    fn caller(&mut self, addr: u64) -> &str {
+        let names = &mut self.names;
+        self.callers
+            .entry(addr)
+            .or_insert_with(|| quote(&names.address(addr)))
     }
 }
 

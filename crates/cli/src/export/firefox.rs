@@ -40,7 +40,6 @@
 //! whole profile in memory before writing it: memory grows with the number
 //! of calls (the events themselves are streamed, never held). A trace
 //! without events writes nothing (the caller reports it).
-// Not wired to a command yet.
 
 mod parts;
 #[cfg(test)]
@@ -57,6 +56,7 @@ use fxprof_processed_profile::{
     StackHandle, StringHandle, ThreadHandle, Timestamp,
 };
 
+use super::progress::Progress;
 use crate::trace::{caller, command_line, utc};
 use parts::{Func, Kind, Sampler, Types, Value};
 
@@ -77,10 +77,19 @@ pub struct FirefoxStats {
     pub damage: Vec<String>,
 }
 
-/// Writes the Firefox Profiler JSON of every thread of `trace` to `out`
-/// (nothing when the trace has no events).
-pub fn write_firefox(trace: &Trace, out: &mut dyn Write, demangle: bool) -> anyhow::Result<FirefoxStats> {
-    let first = trace.processes.iter().min_by_key(|p| p.info.clock.mono0_ns);
+/// Writes the Firefox Profiler JSON of the threads `threads` of `trace` to
+/// `out` (nothing when they have no events), moving `progress`.
+pub fn write_firefox(
+    trace: &Trace,
+    threads: &[(&Process, Vec<u32>)],
+    out: &mut dyn Write,
+    demangle: bool,
+    progress: &Progress,
+) -> anyhow::Result<FirefoxStats> {
+    let first = threads
+        .iter()
+        .map(|(p, _)| *p)
+        .min_by_key(|p| p.info.clock.mono0_ns);
     let origin = first.map_or(0, |p| p.info.clock.mono0_ns);
     let unix_ns = first
         .map(|p| p.info.start_unix_ns)
@@ -98,11 +107,13 @@ pub fn write_firefox(trace: &Trace, out: &mut dyn Write, demangle: bool) -> anyh
         types,
         ends,
         origin,
+        progress,
         stats: FirefoxStats::default(),
     };
-    for process in &trace.processes {
-        b.process(process, demangle);
+    for (process, tids) in threads {
+        b.process(process, tids, demangle);
     }
+    progress.update();
     if b.stats.events > 0 {
         // As an io::Error, a closed pipe is seen as one (`output::is_broken_pipe`).
         serde_json::to_writer(&mut *out, &b.profile)
@@ -114,13 +125,14 @@ pub fn write_firefox(trace: &Trace, out: &mut dyn Write, demangle: bool) -> anyh
 }
 
 /// The profile being built.
-struct Builder {
+struct Builder<'a> {
     profile: Profile,
     types: Types,
     /// `returned`, `unwound`, `unfinished`, `returned (time filter)`.
     ends: [StringHandle; 4],
     /// The monotonic time (ns) of profile time 0.
     origin: u64,
+    progress: &'a Progress,
     stats: FirefoxStats,
 }
 
@@ -129,25 +141,28 @@ struct ThreadState<'f> {
     handle: ThreadHandle,
     funcs: &'f HashMap<u32, Func>,
     frames: HashMap<u32, FrameHandle>,
+    /// Callers of the `function` tracer's entries, by return address.
+    callers: HashMap<u64, StringHandle>,
     sampler: Sampler,
 }
 
-impl Builder {
+impl Builder<'_> {
     fn ts(&self, ns: u64) -> Timestamp {
         Timestamp::from_nanos_since_reference(ns.saturating_sub(self.origin))
     }
 
-    fn process(&mut self, process: &Process, demangle: bool) {
+    /// Converts the threads `tids` of `process`.
+    fn process(&mut self, process: &Process, tids: &[u32], demangle: bool) {
         let (pid, start) = (process.info.pid, process.info.clock.mono0_ns);
         let at = self.ts(start);
         let handle = self.profile.add_process(&command_line(process), pid, at);
         let funcs = parts::functions(&mut self.profile, process, demangle);
-        let main = match process.tids.contains(&pid) {
+        let main = match tids.contains(&pid) {
             true => Some(pid),
-            false => process.tids.first().copied(),
+            false => tids.first().copied(),
         };
         let mut end = start;
-        for &tid in &process.tids {
+        for &tid in tids {
             let thread = self.profile.add_thread(handle, tid, at, tid == pid);
             if tid != pid {
                 self.profile.set_thread_name(thread, &format!("thread {tid}"));
@@ -160,6 +175,7 @@ impl Builder {
                 handle: thread,
                 funcs: &funcs,
                 frames: HashMap::new(),
+                callers: HashMap::new(),
                 sampler: Sampler::new(thread, self.origin),
             };
             if let Some((first, last)) = self.thread(process, &mut t, tid) {
@@ -181,7 +197,7 @@ impl Builder {
     /// Converts the events of thread `tid`; returns the times of its first
     /// and last events.
     fn thread(&mut self, process: &Process, t: &mut ThreadState, tid: u32) -> Option<(u64, u64)> {
-        let mut events = process.events(tid);
+        let mut events = self.progress.events(process, tid);
         let mut builder = CallBuilder::new();
         // The stacks of the calls open in `builder`.
         let (mut done, mut open) = (Vec::new(), Vec::new());
@@ -189,6 +205,7 @@ impl Builder {
         let mut entries = false;
         for ev in events.by_ref() {
             self.stats.events += 1;
+            self.progress.tick(self.stats.events);
             span = Some(span.map_or((ev.ns, ev.ns), |(a, b)| (a.min(ev.ns), b.max(ev.ns))));
             let at = MarkerTiming::Instant(self.ts(ev.ns));
             match ev.kind {
@@ -210,15 +227,7 @@ impl Builder {
                 }
                 EventKind::Call { .. } => builder.push(&ev, &mut done),
                 EventKind::EntryCaller(addr) => {
-                    let from = match caller(&process.functions, addr) {
-                        Some(fid) => {
-                            let off = addr - process.functions.get(fid).map_or(addr, |f| f.address);
-                            let name = self.func(t, fid).name;
-                            format!("{}+{off:#x}", self.profile.get_string(name))
-                        }
-                        None => format!("{addr:#x}"),
-                    };
-                    let values = [Value::S(self.profile.intern_string(&from))];
+                    let values = [Value::S(self.caller(t, process, addr))];
                     let name = self.func(t, ev.fid).name;
                     self.types
                         .add(&mut self.profile, t.handle, at, Kind::Entry, name, &values);
@@ -265,14 +274,15 @@ impl Builder {
     fn whole_calls(&mut self, t: &mut ThreadState, mut calls: Vec<Call>, sample: bool) {
         calls.sort_by_key(|c| (c.start_ns, c.depth));
         let mut stack: Vec<(u64, StackHandle)> = Vec::new();
-        let pop_to = |b: &mut Builder, t: &mut ThreadState, stack: &mut Vec<(u64, StackHandle)>, depth| {
-            while stack.len() > depth {
-                let Some((end, _)) = stack.pop() else { break };
-                if sample {
-                    t.sampler.at(&mut b.profile, end, stack.last().map(|s| s.1));
+        let pop_to =
+            |b: &mut Builder<'_>, t: &mut ThreadState, stack: &mut Vec<(u64, StackHandle)>, depth| {
+                while stack.len() > depth {
+                    let Some((end, _)) = stack.pop() else { break };
+                    if sample {
+                        t.sampler.at(&mut b.profile, end, stack.last().map(|s| s.1));
+                    }
                 }
-            }
-        };
+            };
         for call in &calls {
             pop_to(self, t, &mut stack, call.depth as usize);
             let handle = self.stack(t, stack.last().map(|s| s.1), call.fid);
@@ -283,6 +293,25 @@ impl Builder {
             self.call_marker(t, call, Some(handle), true);
         }
         pop_to(self, t, &mut stack, 0);
+    }
+
+    /// Return address `addr` as `function+0xoffset` (or the address),
+    /// interned once per thread.
+    fn caller(&mut self, t: &mut ThreadState, process: &Process, addr: u64) -> StringHandle {
+        if let Some(&handle) = t.callers.get(&addr) {
+            return handle;
+        }
+        let from = match caller(&process.functions, addr) {
+            Some(fid) => {
+                let off = addr - process.functions.get(fid).map_or(addr, |f| f.address);
+                let name = self.func(t, fid).name;
+                format!("{}+{off:#x}", self.profile.get_string(name))
+            }
+            None => format!("{addr:#x}"),
+        };
+        let handle = self.profile.intern_string(&from);
+        t.callers.insert(addr, handle);
+        handle
     }
 
     /// Function `fid` of the thread's process.

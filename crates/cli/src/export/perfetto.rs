@@ -104,17 +104,17 @@ pub struct PerfettoStats {
 /// Writes the whole trace (every process and thread) to `out`.
 pub fn write_perfetto(trace: &Trace, out: &mut dyn Write, demangle: bool) -> anyhow::Result<PerfettoStats> {
     let threads: Vec<(&Process, Vec<u32>)> = trace.processes.iter().map(|p| (p, p.tids.clone())).collect();
-    write(out, trace, &threads, demangle, None)
+    let progress = Progress::new(&threads, 1, "perfetto");
+    write(out, trace, &threads, demangle, &progress)
 }
 
-/// Writes the threads `threads` of `trace` to `out`, moving `progress` if
-/// given.
+/// Writes the threads `threads` of `trace` to `out`, moving `progress`.
 pub fn write(
     out: &mut dyn Write,
     trace: &Trace,
     threads: &[(&Process, Vec<u32>)],
     demangle: bool,
-    progress: Option<&Progress>,
+    progress: &Progress,
 ) -> anyhow::Result<PerfettoStats> {
     let mut out = Out::new(out)?;
     let origin = threads
@@ -157,10 +157,7 @@ pub fn write(
             export.stats.damage.len(),
         );
         for &tid in tids {
-            let events = match progress {
-                Some(p) => p.events(process, tid),
-                None => process.events(tid),
-            };
+            let events = progress.events(process, tid);
             let track = process_uuid(index) | u64::from(tid);
             if let Some(t0) = export.thread(&mut names, events, track)? {
                 first = Some(first.map_or(t0, |f| f.min(t0)));
@@ -193,9 +190,7 @@ pub fn write(
             .absolute_event(ns, metadata_event(process_uuid(index), args))?;
     }
     export.out.finish()?;
-    if let Some(p) = progress {
-        p.update();
-    }
+    progress.update();
     let mut stats = export.stats;
     stats.packets = export.out.packets;
     stats.bytes = export.out.bytes;
@@ -238,7 +233,7 @@ struct Export<'w, 'p> {
     out: Out<'w>,
     stats: PerfettoStats,
     next_seq: u32,
-    progress: Option<&'p Progress>,
+    progress: &'p Progress,
 }
 
 /// A `--time-filter` call, kept until the thread's end.
@@ -282,9 +277,7 @@ impl Export<'_, '_> {
         let mut now = first.ns;
         for ev in std::iter::once(first).chain(&mut events) {
             stats.events += 1;
-            if let Some(p) = self.progress {
-                p.tick(stats.events);
-            }
+            self.progress.tick(stats.events);
             now = now.max(ev.ns);
             let fid = Some(Label::Fid(ev.fid));
             match ev.kind {
@@ -352,9 +345,7 @@ impl Export<'_, '_> {
         if !whole.is_empty() {
             start = start.min(self.whole_calls(names, whole, track)?);
         }
-        if let Some(p) = self.progress {
-            p.update();
-        }
+        self.progress.update();
         Ok(Some(start))
     }
 

@@ -9,10 +9,9 @@ pub mod scenarios;
 pub mod tracedata;
 pub mod truth;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -119,37 +118,16 @@ const DEADLINE: Duration = Duration::from_secs(120);
 /// Runs `fntrace` with arguments and returns the whole output; fails the
 /// test if it does not finish in time.
 pub fn fntrace_output(args: &[&str]) -> Output {
-    let mut child = fntrace()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run fntrace");
-    let (mut stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let out = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        stdout.read_to_end(&mut buf).map(|_| buf)
-    });
-    let err = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        stderr.read_to_end(&mut buf).map(|_| buf)
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            panic!("fntrace {args:?} did not finish in {DEADLINE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    Output {
-        status,
-        stdout: out.join().unwrap().unwrap(),
-        stderr: err.join().unwrap().unwrap(),
-    }
+    procs::run(fntrace().args(args), DEADLINE)
+}
+
+/// Runs `fntrace` with arguments; it must succeed. Returns stdout and
+/// stderr.
+pub fn fntrace_ok(args: &[&str]) -> (String, String) {
+    let out = fntrace_output(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    (String::from_utf8(out.stdout).unwrap(), stderr)
 }
 
 /// Asserts a clean failure: the exit code, one line on stderr that starts

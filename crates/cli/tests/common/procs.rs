@@ -39,9 +39,7 @@ pub fn run(cmd: &mut Command, limit: Duration) -> Output {
             break status;
         }
         if start.elapsed() > limit {
-            // SAFETY: kill(2) on the process group of the child we started
-            // (its pid is the group id).
-            unsafe { kill(-(child.id() as i32), 9) };
+            kill_group(child.id(), 9);
             let _ = child.wait();
             panic!("{cmd:?} did not finish in {limit:?} (killed)");
         }
@@ -52,6 +50,13 @@ pub fn run(cmd: &mut Command, limit: Duration) -> Output {
         stdout: out.join().unwrap().unwrap(),
         stderr: err.join().unwrap().unwrap(),
     }
+}
+
+/// Sends `signal` to the process group of `pid`, a child started with
+/// `process_group(0)` (its pid is the group id).
+pub fn kill_group(pid: u32, signal: i32) {
+    // SAFETY: kill(2) on the process group of a child the test started.
+    unsafe { kill(-(pid as i32), signal) };
 }
 
 pub fn text(bytes: &[u8]) -> String {

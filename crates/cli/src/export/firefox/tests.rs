@@ -91,10 +91,17 @@ fn thread(dir: &Path, pid: u32, tid: u32, chunks: &[&ChunkBuilder]) {
     .unwrap();
 }
 
+/// Every thread of `trace` to Firefox JSON.
+fn write_all(trace: &Trace, out: &mut Vec<u8>, demangle: bool) -> FirefoxStats {
+    let threads: Vec<(&Process, Vec<u32>)> = trace.processes.iter().map(|p| (p, p.tids.clone())).collect();
+    let progress = Progress::new(&threads, 1, "test");
+    write_firefox(trace, &threads, out, demangle, &progress).unwrap()
+}
+
 fn convert(dir: &Path, demangle: bool) -> (Json, FirefoxStats) {
     let trace = fntrace_format::read::open(dir).unwrap();
     let mut out = Vec::new();
-    let stats = write_firefox(&trace, &mut out, demangle).unwrap();
+    let stats = write_all(&trace, &mut out, demangle);
     (serde_json::from_slice(&out).unwrap(), stats)
 }
 
@@ -432,6 +439,28 @@ fn names_long_gaps_and_empty_traces() {
     process(&dir, 400, &["./idle"], T0, &["main"]);
     let trace = fntrace_format::read::open(&dir).unwrap();
     let mut out = Vec::new();
-    let stats = write_firefox(&trace, &mut out, true).unwrap();
+    let stats = write_all(&trace, &mut out, true);
     assert_eq!((stats.events, out.len(), stats.processes), (0, 0, 1));
+}
+
+#[test]
+fn only_the_selected_threads() {
+    let dir = sample_trace("selected");
+    let trace = fntrace_format::read::open(&dir).unwrap();
+    let p100 = trace.processes.iter().find(|p| p.info.pid == 100).unwrap();
+    let threads = vec![(p100, vec![101])];
+    let progress = Progress::new(&threads, 1, "test");
+    let mut out = Vec::new();
+    let stats = write_firefox(&trace, &threads, &mut out, true, &progress).unwrap();
+    assert_eq!((stats.processes, stats.threads, stats.calls), (1, 1, 3));
+    let p: Json = serde_json::from_slice(&out).unwrap();
+    let tids: Vec<&Json> = p["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["tid"])
+        .collect();
+    assert_eq!(tids, [&Json::from("101")]);
+    // The process's info marker is on the first thread kept.
+    assert_eq!(markers(thread_of(&p, "101"))[0].0, "trace info");
 }
