@@ -1,64 +1,71 @@
-//! The tracer's assembly: the return trampoline a hijacked function returns
-//! into, and the wrappers of the unwinder's entry points that put every
-//! hijacked return address back before an unwinder reads the stack.
+//! The tracer's assembly: the fast paths that record an event without
+//! leaving assembly (entry with return hijacking, entry of functions with
+//! exit sleds, exit at a return sled, the `function` tracer's entry), and
+//! the return trampoline a hijacked function returns into.
 //!
 //! The return trampoline keeps the return registers (`rax`, `rdx`, `xmm0`,
 //! `xmm1` — whole `ymm0`/`ymm1` where the CPU has AVX) and asks
 //! `graph_return` where to go; it leaves by `jmp`, so no frame of ours stays
 //! on the stack.
-//!
-//! The unwinder wrappers (`_Unwind_RaiseException`,
-//! `_Unwind_Resume_or_Rethrow`, `_Unwind_ForcedUnwind`, `pthread_exit`)
-//! call `restore_all` with the caller's stack pointer, then jump to the
-//! real function (found with `dlsym(RTLD_NEXT)`), so the real one sees the
-//! original caller and the original stack. `__cxa_begin_catch` is wrapped
-//! the same way: at a catch, the surviving frames are hijacked again.
 
 use std::arch::global_asm;
-use std::ffi::c_char;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use fntrace_arch::Shape;
+use fntrace_core::Role;
 
 use super::graph;
 use super::thread::{off, SHADOW};
 
-/// Real functions by wrapper index.
-static REAL: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
-const NAMES: [&[u8]; 5] = [
-    b"_Unwind_RaiseException\0",
-    b"_Unwind_Resume_or_Rethrow\0",
-    b"_Unwind_ForcedUnwind\0",
-    b"pthread_exit\0",
-    b"__cxa_begin_catch\0",
-];
-/// The wrapper index of `__cxa_begin_catch`.
-const CATCH: usize = 4;
-const FORCED_UNWIND: usize = 2;
-const PTHREAD_EXIT: usize = 3;
+/// The largest delta an event holds, for the fast paths' comparison.
+static MAX_DELTA: u64 = fntrace_format::event::MAX_DELTA;
+// The fast paths derive the ENTRY and EXIT words from the function id.
+const _: () = assert!(fntrace_format::event::word_of(fntrace_format::event::Kind::Entry, 5) == 5 << 3);
+const _: () = assert!(fntrace_format::event::word_of(fntrace_format::event::Kind::Exit, 5) == 5 << 3 | 1);
 
 /// The return trampoline (the address written into hijacked slots).
 pub fn return_trampoline() -> usize {
     fntrace_return_to_handler as *const () as usize
 }
 
-/// The fast entry routine (per-site slots).
-pub fn fast_entry() -> usize {
-    fntrace_fast_entry as *const () as usize
+/// The fast routine of `function_graph` for a site of `role` and `shape`,
+/// if it has one: entries hijack the return unless the function has exit
+/// sites (`open`); exits are served at return sleds only (a tail exit
+/// site is followed by a jump, not a return).
+pub fn fast_graph(role: Role, shape: Shape, open: bool) -> Option<usize> {
+    let f: unsafe extern "C" fn() = match (role, shape, open) {
+        (Role::Entry, _, false) => fntrace_fast_entry,
+        (Role::Mcount, _, false) => fntrace_fast_entry_mcount,
+        (Role::Entry, _, true) => fntrace_fast_open,
+        (Role::Exit, Shape::ReturnSled, true) => fntrace_fast_exit,
+        _ => return None,
+    };
+    Some(f as usize)
 }
 
-/// The fast entry routine of the `function` tracer (per-site slots).
-pub fn fast_caller() -> usize {
-    fntrace_fast_caller as *const () as usize
+/// The fast entry routine of the `function` tracer for a site of `role`.
+pub fn fast_caller(role: Role) -> Option<usize> {
+    match role {
+        Role::Entry => Some(fntrace_fast_caller as *const () as usize),
+        Role::Mcount => Some(fntrace_fast_caller_mcount as *const () as usize),
+        Role::Exit => None,
+    }
 }
 
-/// Where the fast entry path goes when it cannot record: the tracer's ops
-/// and the generic entry routine.
+/// Where the fast paths go when they cannot record: the tracer's ops and
+/// the generic routine of the site's role.
 static FALLBACK_OPS: AtomicUsize = AtomicUsize::new(0);
-static FALLBACK_ROUTINE: AtomicUsize = AtomicUsize::new(0);
+static FALLBACK_ENTRY: AtomicUsize = AtomicUsize::new(0);
+static FALLBACK_MCOUNT: AtomicUsize = AtomicUsize::new(0);
+static FALLBACK_EXIT: AtomicUsize = AtomicUsize::new(0);
 
-/// Sets the fast entry path's fallback.
-pub fn set_fallback(ops: usize, routine: usize) {
+/// Sets the fast paths' fallback: the ops and its generic routine for
+/// each site role.
+pub fn set_fallback(ops: usize, routine: impl Fn(Role) -> usize) {
     FALLBACK_OPS.store(ops, Ordering::Relaxed);
-    FALLBACK_ROUTINE.store(routine, Ordering::Release);
+    FALLBACK_ENTRY.store(routine(Role::Entry), Ordering::Release);
+    FALLBACK_MCOUNT.store(routine(Role::Mcount), Ordering::Release);
+    FALLBACK_EXIT.store(routine(Role::Exit), Ordering::Release);
 }
 
 /// This thread's tracer state (the initial-exec TLS word the fast paths read).
@@ -91,31 +98,14 @@ pub fn tls_set(v: usize) {
     }
 }
 
-/// Puts the return addresses back, and gives the real function `which`.
-extern "C" fn prepare_unwind(which: usize, sp: usize) -> usize {
-    match which {
-        CATCH => graph::catch(sp),
-        FORCED_UNWIND | PTHREAD_EXIT => graph::restore_all(sp, true),
-        _ => graph::restore_all(sp, false),
-    }
-    let which = which.min(NAMES.len() - 1);
-    let mut real = REAL[which].load(Ordering::Relaxed);
-    if real == 0 {
-        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
-        real = unsafe { libc::dlsym(libc::RTLD_NEXT, NAMES[which].as_ptr() as *const c_char) as usize };
-        REAL[which].store(real, Ordering::Relaxed);
-    }
-    if real == 0 {
-        crate::sys::write_stderr(b"fntrace: the unwinder's real entry point is missing; aborting\n");
-        std::process::abort();
-    }
-    real
-}
-
 extern "C" {
     fn fntrace_return_to_handler();
     fn fntrace_fast_entry();
+    fn fntrace_fast_entry_mcount();
+    fn fntrace_fast_open();
+    fn fntrace_fast_exit();
     fn fntrace_fast_caller();
+    fn fntrace_fast_caller_mcount();
 }
 
 global_asm!(
@@ -130,75 +120,99 @@ global_asm!(
 fntrace_tls_thread:
     .zero 8
 
-    // rcx = this thread's state; to `fail` unless the fast paths may run.
-    .macro FNTRACE_THREAD fail
+    // rcx = this thread's state, \wptr = where its next event goes; to
+    // `fail` unless the fast paths may run and the chunk has room (`fend`
+    // is 0 while they may not).
+    .macro FNTRACE_THREAD fail, wptr
     mov rcx, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]
     mov rcx, qword ptr fs:[rcx]
     test rcx, rcx
     jz \fail
-    cmp byte ptr [rcx + {fast}], 1
-    jne \fail
+    mov \wptr, [rcx + {wptr}]
+    cmp \wptr, [rcx + {fend}]
+    jae \fail
     .endm
 
-    // The fast entry path (function_graph, entry sites): r11 is the site
-    // slot's data word, the ENTRY event word of the function; [rsp] the
-    // return into the function, [rsp + 8] the function's return address.
-    // Records the event, pushes the frame and hijacks the return, saving
-    // only what it uses. Anything unusual (no thread state yet, busy, a
-    // chunk full, a frame gone or a tail call, a long delta) goes to the
-    // generic routine with the tracer's ops, which handles it in Rust.
+    // Writes the EXIT event of function eax (rdx = its delta) at r9, the
+    // thread's wptr, and pops the frame; puts the function's return value
+    // back into rax and rdx from r8 and rdi.
+    .macro FNTRACE_EXIT_EVENT
+    shl rdx, 27
+    lea rax, [rax * 8 + 1]
+    or rdx, rax
+    mov [r9], rdx
+    add r9, 8
+    mov [rcx + {wptr}], r9
+    dec qword ptr [rcx + {depth}]
+    mov rax, r8
+    mov rdx, rdi
+    .endm
+
+    // rdx = ticks since the thread's last event (which becomes now); to
+    // `fail` if that does not fit an event's delta. Clobbers rax.
+    .macro FNTRACE_DELTA fail
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    mov rdx, rax
+    sub rdx, [rcx + {last}]
+    cmp rdx, [rip + {max_delta}]
+    ja \fail
+    mov [rcx + {last}], rax
+    .endm
+
+    // The fast entry paths (function_graph: FNTRACE_FAST_ENTRY; function:
+    // FNTRACE_FAST_CALLER), one per role: `entry` sites (fentry, patchable
+    // entries: the function's return slot is [rsp + 8] on entry) and
+    // `mcount` sites (after the prologue `push rbp; mov rbp, rsp`: the
+    // slot is [rbp + 8]). `\slot` is that slot's address once `\saved`
+    // registers are pushed. r11 is the site slot's data word: the event
+    // word of the function.
+    //
+    // function_graph records the ENTRY event, pushes the frame and hijacks
+    // the return, saving only what it uses. Anything unusual (no thread
+    // state yet, busy, a chunk full, a frame gone or a tail call, a long
+    // delta) goes to the generic routine of the role with the tracer's
+    // ops, which handles it in Rust.
+    .macro FNTRACE_FAST_ENTRY name, slot, fallback, hijack
     .text
     .p2align 4
-    .globl fntrace_fast_entry
-    .hidden fntrace_fast_entry
-    .type fntrace_fast_entry, @function
-fntrace_fast_entry:
+    .globl \name
+    .hidden \name
+    .type \name, @function
+\name:
     push rax
     push rdx
     push rcx
     push rsi
-    FNTRACE_THREAD 9f
+    FNTRACE_THREAD 9f, rax
     mov rsi, [rcx + {depth}]
     cmp rsi, {shadow}
     jae 9f
     shl rsi, 6
     add rsi, [rcx + {frames}]
-    cmp rsi, [rcx + {frames}]
-    je 1f
-    lea rax, [rsp + 40]
-    cmp [rsi - 64], rax
+    // The frame below (the sentinel if none) must be an outer call: a slot
+    // at or below ours means it is gone (longjmp) or a tail call.
+    lea rdx, \slot
+    cmp [rsi - 64], rdx
     jbe 9f
-1:
-    mov rax, [rcx + {wptr}]
-    cmp rax, [rcx + {wend}]
-    jae 9f
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
-    mov [rsi + 16], rax
-    mov rdx, rax
-    sub rdx, [rcx + {last}]
-    mov rax, rdx
-    shr rax, 37
-    jnz 9f
-    mov rax, [rsi + 16]
-    mov [rcx + {last}], rax
+    FNTRACE_DELTA 9f
     shl rdx, 27
-    or rdx, r11
+    lea eax, [r11 * 8]
+    or rdx, rax
     mov rax, [rcx + {wptr}]
     mov [rax], rdx
     add rax, 8
     mov [rcx + {wptr}], rax
-    lea rax, [rsp + 40]
+    lea rax, \slot
     mov [rsi], rax
+    mov [rsi + 32], r11
+    .if \hijack
     mov rdx, [rax]
     mov [rsi + 8], rdx
-    mov rdx, r11
-    shr rdx, 3
-    bts rdx, 32
-    mov [rsi + 32], rdx
     lea rdx, [rip + fntrace_return_to_handler]
     mov [rax], rdx
+    .endif
     inc qword ptr [rcx + {depth}]
     pop rsi
     pop rcx
@@ -211,58 +225,91 @@ fntrace_fast_entry:
     pop rdx
     pop rax
     mov r11, [rip + {fallback_ops}]
-    jmp qword ptr [rip + {fallback_routine}]
-    .size fntrace_fast_entry, . - fntrace_fast_entry
+    jmp qword ptr [rip + \fallback]
+    .size \name, . - \name
+    .endm
 
-    // The fast path of the `function` tracer: r11 is the ENTRY_CALLER
-    // word of the site's function; the event's payload is the caller's
-    // address (the function's return address, [rsp + 8] on entry).
+    // The `function` tracer: r11 is the ENTRY_CALLER word of the site's
+    // function; the event's payload is the caller's address (the
+    // function's return address, in its return slot).
+    .macro FNTRACE_FAST_CALLER name, slot, fallback
     .text
     .p2align 4
-    .globl fntrace_fast_caller
-    .hidden fntrace_fast_caller
-    .type fntrace_fast_caller, @function
-fntrace_fast_caller:
+    .globl \name
+    .hidden \name
+    .type \name, @function
+\name:
     push rax
     push rdx
     push rcx
     push rsi
-    push rdi
-    FNTRACE_THREAD 9f
-    mov rsi, [rcx + {wptr}]
-    cmp rsi, [rcx + {wend}]
-    jae 9f
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
-    mov rdx, rax
-    sub rdx, [rcx + {last}]
-    mov rdi, rdx
-    shr rdi, 37
-    jnz 9f
-    mov [rcx + {last}], rax
+    FNTRACE_THREAD 9f, rsi
+    FNTRACE_DELTA 9f
     shl rdx, 27
     or rdx, r11
     mov [rsi], rdx
-    mov rdx, [rsp + 48]
+    mov rdx, \slot
     mov [rsi + 8], rdx
     add rsi, 16
     mov [rcx + {wptr}], rsi
-    pop rdi
     pop rsi
     pop rcx
     pop rdx
     pop rax
     ret
 9:
-    pop rdi
     pop rsi
     pop rcx
     pop rdx
     pop rax
     mov r11, [rip + {fallback_ops}]
-    jmp qword ptr [rip + {fallback_routine}]
-    .size fntrace_fast_caller, . - fntrace_fast_caller
+    jmp qword ptr [rip + \fallback]
+    .size \name, . - \name
+    .endm
+
+    FNTRACE_FAST_ENTRY fntrace_fast_entry, "[rsp + 40]", {fallback_entry}, 1
+    FNTRACE_FAST_ENTRY fntrace_fast_entry_mcount, "[rbp + 8]", {fallback_mcount}, 1
+    // Functions with exit sleds (XRay): the frame is pushed, the return
+    // is not hijacked; fntrace_fast_exit closes it.
+    FNTRACE_FAST_ENTRY fntrace_fast_open, "[rsp + 40]", {fallback_entry}, 0
+
+    // The fast exit path (function_graph, XRay return sleds, patched as
+    // `call slot; ret`): r11 is the slot's data word, the function's frame
+    // word (its id, flags 0); [rsp + 8] is the function's return slot. The
+    // function is returning: rax and rdx hold its value, rcx, rsi, rdi and
+    // r8-r11 are free. Pops the frame and records the EXIT if the top frame
+    // is this function's, not hijacked; anything else goes to the generic
+    // exit routine.
+    .text
+    .p2align 4
+    .globl fntrace_fast_exit
+    .hidden fntrace_fast_exit
+    .type fntrace_fast_exit, @function
+fntrace_fast_exit:
+    FNTRACE_THREAD 9f, r9
+    mov rsi, [rcx + {depth}]
+    shl rsi, 6
+    add rsi, [rcx + {frames}]
+    lea rdi, [rsp + 8]
+    cmp [rsi - 64], rdi
+    jne 9f
+    cmp [rsi - 32], r11
+    jne 9f
+    mov r8, rax
+    mov rdi, rdx
+    FNTRACE_DELTA 8f
+    mov eax, r11d
+    FNTRACE_EXIT_EVENT
+    ret
+8:
+    mov rax, r8
+    mov rdx, rdi
+9:
+    mov r11, [rip + {fallback_ops}]
+    jmp qword ptr [rip + {fallback_exit}]
+    .size fntrace_fast_exit, . - fntrace_fast_exit
+    FNTRACE_FAST_CALLER fntrace_fast_caller, "[rsp + 40]", {fallback_entry}
+    FNTRACE_FAST_CALLER fntrace_fast_caller_mcount, "[rbp + 8]", {fallback_mcount}
 
     // The fast return path: a hijacked function returned here; rax and
     // rdx hold its return value (xmm0/xmm1 are not touched), every other
@@ -276,45 +323,23 @@ fntrace_fast_caller:
     .type fntrace_return_to_handler, @function
     nop
 fntrace_return_to_handler:
-    FNTRACE_THREAD 8f
+    FNTRACE_THREAD 8f, r9
     mov rsi, [rcx + {depth}]
-    test rsi, rsi
-    jz 8f
     shl rsi, 6
     add rsi, [rcx + {frames}]
-    sub rsi, 64
+    // The top frame (the sentinel if none) must be this return's.
     lea rdi, [rsp - 8]
-    cmp [rsi], rdi
+    cmp [rsi - 64], rdi
     jne 8f
-    mov r10, [rsi + 8]
+    mov r10, [rsi - 56]
     lea r8, [rip + fntrace_return_to_handler]
     cmp r10, r8
     je 8f
-    mov r9, [rcx + {wptr}]
-    cmp r9, [rcx + {wend}]
-    jae 8f
     mov r8, rax
     mov rdi, rdx
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
-    mov rdx, rax
-    sub rdx, [rcx + {last}]
-    mov r11, rdx
-    shr r11, 37
-    jnz 7f
-    mov [rcx + {last}], rax
-    shl rdx, 27
-    mov eax, dword ptr [rsi + 32]
-    shl rax, 3
-    or rax, 1
-    or rdx, rax
-    mov [r9], rdx
-    add r9, 8
-    mov [rcx + {wptr}], r9
-    dec qword ptr [rcx + {depth}]
-    mov rax, r8
-    mov rdx, rdi
+    FNTRACE_DELTA 7f
+    mov eax, dword ptr [rsi - 32]
+    FNTRACE_EXIT_EVENT
     jmp r10
 7:
     mov rax, r8
@@ -382,86 +407,16 @@ fntrace_return_slow:
 "#,
     avx = sym crate::routines::AVX,
     xinuse = sym crate::routines::XINUSE,
-    fast = const off::FAST,
+    fend = const off::FEND,
+    max_delta = sym MAX_DELTA,
     depth = const off::DEPTH,
     frames = const off::FRAMES,
     wptr = const off::WPTR,
-    wend = const off::WEND,
     last = const off::LAST,
     shadow = const SHADOW,
     fallback_ops = sym FALLBACK_OPS,
-    fallback_routine = sym FALLBACK_ROUTINE,
+    fallback_entry = sym FALLBACK_ENTRY,
+    fallback_mcount = sym FALLBACK_MCOUNT,
+    fallback_exit = sym FALLBACK_EXIT,
     ret = sym graph::graph_return,
-);
-
-/// A wrapper that runs `$prepare(index, caller's sp)` and then jumps to the
-/// function it returns, with every argument register as the caller left
-/// it (and `al`, the vector register count of variadic calls) and the
-/// caller's stack untouched: the real function sees the original call.
-/// Exported: it interposes the C library's or the unwinder's symbol.
-macro_rules! tail_wrapper {
-    ($name:ident, $index:literal, $prepare:path, $doc:literal) => {
-        #[doc = concat!("Wraps `", stringify!($name), "`: ", $doc)]
-        ///
-        /// # Safety
-        /// As the real function's.
-        #[unsafe(naked)]
-        #[no_mangle]
-        pub unsafe extern "C" fn $name() {
-            std::arch::naked_asm!(
-                "push rdi",
-                "push rsi",
-                "push rdx",
-                "push rcx",
-                "push r8",
-                "push r9",
-                "push rax",
-                concat!("mov edi, ", $index),
-                "lea rsi, [rsp + 64]",
-                "call {prepare}",
-                "mov r11, rax",
-                "pop rax",
-                "pop r9",
-                "pop r8",
-                "pop rcx",
-                "pop rdx",
-                "pop rsi",
-                "pop rdi",
-                "jmp r11",
-                prepare = sym $prepare,
-            )
-        }
-    };
-}
-pub(crate) use tail_wrapper;
-
-tail_wrapper!(
-    _Unwind_RaiseException,
-    0,
-    prepare_unwind,
-    "every hijacked return address is put back first."
-);
-tail_wrapper!(
-    _Unwind_Resume_or_Rethrow,
-    1,
-    prepare_unwind,
-    "every hijacked return address is put back first."
-);
-tail_wrapper!(
-    _Unwind_ForcedUnwind,
-    2,
-    prepare_unwind,
-    "every hijacked return address is put back first."
-);
-tail_wrapper!(
-    pthread_exit,
-    3,
-    prepare_unwind,
-    "every hijacked return address is put back first."
-);
-tail_wrapper!(
-    __cxa_begin_catch,
-    4,
-    prepare_unwind,
-    "the frames surviving the catch are hijacked again."
 );

@@ -11,6 +11,7 @@ mod process;
 mod profile;
 mod session;
 mod thread;
+mod unwind;
 mod writer;
 
 use std::io::Write;
@@ -201,11 +202,9 @@ pub fn start_from_env() -> Result<(), String> {
     let ops_notrace = if hide_callees { String::new() } else { notrace_text };
     ops.set_filter(&filter, &ops_notrace).map_err(|e| e.to_string())?;
     if config().fast {
-        let generic = crate::routines::routine(crate::routines::Variant {
-            role: fntrace_core::Role::Entry,
-            regs: false,
+        asm::set_fallback(ops.as_raw() as usize, |role| {
+            crate::routines::routine(crate::routines::Variant { role, regs: false })
         });
-        asm::set_fallback(ops.as_raw() as usize, generic);
         let _ = FAST_OPS.set(ops.as_raw() as usize);
     }
     process::install(flight.is_some());
@@ -229,17 +228,25 @@ static FAST_OPS: OnceLock<usize> = OnceLock::new();
 /// slot's data word (the `ENTRY` event word of its function) and routine.
 pub fn fast_slot(ops: &RawOps, site: &crate::state::Site) -> Option<(usize, usize)> {
     let fast_ops = *FAST_OPS.get()?;
-    if ops as *const RawOps as usize != fast_ops
-        || site.role != fntrace_core::Role::Entry
-        || site.fid == fids::NO_FID
-    {
+    if ops as *const RawOps as usize != fast_ops || site.fid == fids::NO_FID {
         return None;
     }
     use fntrace_format::event::{word_of, Kind};
     match config().kind {
-        Tracer::Function => Some((word_of(Kind::EntryCaller, site.fid) as usize, asm::fast_caller())),
-        Tracer::Graph if fids::flags(site.fid) & fids::HAS_EXIT == 0 => {
-            Some((word_of(Kind::Entry, site.fid) as usize, asm::fast_entry()))
+        Tracer::Function => Some((
+            word_of(Kind::EntryCaller, site.fid) as usize,
+            asm::fast_caller(site.role)?,
+        )),
+        // The frame's `fid` and `flags` words as the fast path stores (or,
+        // at an exit, expects) them; the ENTRY and EXIT words (kinds 0 and
+        // 1) are `fid << 3 | kind`, which it derives.
+        Tracer::Graph => {
+            let open = fids::flags(site.fid) & fids::HAS_EXIT != 0;
+            let flags = if open { 0 } else { thread::F_HIJACKED as u64 };
+            Some((
+                (site.fid as u64 | flags << 32) as usize,
+                asm::fast_graph(site.role, site.shape, open)?,
+            ))
         }
         _ => None,
     }
@@ -265,7 +272,7 @@ fn on_thread_start() {
 pub fn flush_all(ended: bool) {
     thread::FINISHED.store(true, Ordering::Release);
     for t in thread::all() {
-        t.fast.store(0, Ordering::Relaxed);
+        t.fend.store(0, Ordering::Relaxed);
     }
     let t = thread::current_raw();
     if !t.is_null() {
@@ -284,7 +291,7 @@ pub fn flush_all(ended: bool) {
 pub fn stop_recording() {
     thread::FINISHED.store(true, Ordering::Release);
     for t in thread::all() {
-        t.fast.store(0, Ordering::Relaxed);
+        t.fend.store(0, Ordering::Relaxed);
     }
 }
 

@@ -246,6 +246,6 @@ extern "C" fn prepare_execl(which: usize, _sp: usize) -> usize {
 // The `execl*` wrappers: the buffers are written, then the real function
 // runs with the variadic arguments intact. If the exec fails, tracing stays
 // stopped in this process (the events of its old image are written).
-super::asm::tail_wrapper!(execl, 0, prepare_execl, "the trace buffers are written first.");
-super::asm::tail_wrapper!(execle, 1, prepare_execl, "the trace buffers are written first.");
-super::asm::tail_wrapper!(execlp, 2, prepare_execl, "the trace buffers are written first.");
+super::unwind::tail_wrapper!(execl, 0, prepare_execl, "the trace buffers are written first.");
+super::unwind::tail_wrapper!(execle, 1, prepare_execl, "the trace buffers are written first.");
+super::unwind::tail_wrapper!(execlp, 2, prepare_execl, "the trace buffers are written first.");

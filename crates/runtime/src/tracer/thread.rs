@@ -8,7 +8,7 @@
 //! reads the prefix of the chunk being filled (its `len` is published after
 //! each event). Nothing on the recording path locks or makes a system call.
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use fntrace_format::event::{self, Kind, MAX_DELTA};
 
@@ -96,16 +96,14 @@ pub mod off {
     use std::mem::offset_of;
     /// `wptr`.
     pub const WPTR: usize = offset_of!(Thread, wptr);
-    /// `wend`.
-    pub const WEND: usize = offset_of!(Thread, wend);
     /// `last`.
     pub const LAST: usize = offset_of!(Thread, last);
     /// `depth`.
     pub const DEPTH: usize = offset_of!(Thread, depth);
     /// `frames`.
     pub const FRAMES: usize = offset_of!(Thread, frames);
-    /// `fast`.
-    pub const FAST: usize = offset_of!(Thread, fast);
+    /// `fend`.
+    pub const FEND: usize = offset_of!(Thread, fend);
 }
 
 /// A traced thread. The first fields are read and written by the fast
@@ -115,7 +113,8 @@ pub struct Thread {
     /// Where the next event word goes (0 while no chunk is taken).
     pub wptr: AtomicUsize,
     /// The end of the current chunk minus room for one event with its
-    /// payload and a `TIME` event (0 while no chunk is taken).
+    /// payload and a `TIME` event (0 while no chunk is taken). Whoever
+    /// changes it clears `fend`; `allow_fast` sets that again.
     pub wend: usize,
     /// Tick of the last event.
     pub last: u64,
@@ -126,8 +125,10 @@ pub struct Thread {
     /// Recorded frames (for `--depth`; the fast paths, which run only
     /// without a depth limit, leave it alone).
     pub recorded: u32,
-    /// 1 while the fast paths may run: fast mode, not busy, not ended.
-    pub fast: AtomicU8,
+    /// The end the fast paths may write to: `wend` while they may run
+    /// (fast mode, not busy, not ended), else 0 — one comparison in the
+    /// assembly checks both that they may run and that the chunk has room.
+    pub fend: AtomicUsize,
     /// Inside the tracer (a signal handler's calls are then not traced).
     pub busy: bool,
     /// The tracer's settings allow the fast paths.
@@ -212,7 +213,7 @@ pub fn enter() -> Option<&'static mut Thread> {
         return None;
     }
     t.busy = true;
-    t.fast.store(0, Ordering::Relaxed);
+    t.fend.store(0, Ordering::Relaxed);
     Some(t)
 }
 
@@ -239,7 +240,7 @@ impl Thread {
             && !self.busy
             && !self.dead.load(Ordering::Relaxed)
             && !FINISHED.load(Ordering::Relaxed);
-        self.fast.store(ok as u8, Ordering::Relaxed);
+        self.fend.store(if ok { self.wend } else { 0 }, Ordering::Relaxed);
     }
 
     /// Words written in the current chunk.
@@ -319,6 +320,7 @@ impl Thread {
             self.chunk = usize::MAX;
             self.wptr.store(0, Ordering::Relaxed);
             self.wend = 0;
+            self.fend.store(0, Ordering::Relaxed);
             super::writer::wake();
         }
         let next = self.next_chunk;
@@ -355,7 +357,7 @@ impl Thread {
 
     /// Ends the thread's recording: its last chunk is handed to the writer.
     pub fn end(&mut self) {
-        self.fast.store(0, Ordering::Relaxed);
+        self.fend.store(0, Ordering::Relaxed);
         if self.chunk != usize::MAX {
             let used = self.used();
             let c = &self.chunks[self.chunk];
@@ -383,6 +385,7 @@ impl Thread {
         self.dropped = 0;
         self.wptr.store(0, Ordering::Relaxed);
         self.wend = 0;
+        self.fend.store(0, Ordering::Relaxed);
         self.lost_total.store(0, Ordering::Relaxed);
     }
 }
@@ -393,7 +396,9 @@ fn create() -> Option<*mut Thread> {
     let page = sys::page_size();
     let chunk_bytes = CHUNK_BYTES.load(Ordering::Relaxed) as usize;
     let head = std::mem::size_of::<Thread>().next_multiple_of(page);
-    let frames = (SHADOW * std::mem::size_of::<Frame>()).next_multiple_of(page);
+    // One frame more than SHADOW: the first is a sentinel whose slot is
+    // above any stack, so the fast paths need no empty-stack test.
+    let frames = ((SHADOW + 1) * std::mem::size_of::<Frame>()).next_multiple_of(page);
     let data_len = frames + NCHUNKS * chunk_bytes;
     let head_mem = sys::map_anon(head)? as *mut Thread;
     let Some(data) = sys::map_anon(data_len) else {
@@ -411,6 +416,11 @@ fn create() -> Option<*mut Thread> {
         // SAFETY: inside the data mapping.
         data: unsafe { data.add(frames + i * chunk_bytes) } as *mut u64,
     });
+    // SAFETY: the mapping starts with SHADOW + 1 frames, zeroed.
+    let frames_ptr = unsafe {
+        (*(data as *mut Frame)).slot = usize::MAX;
+        (data as *mut Frame).add(1)
+    };
     let now = super::clock::now();
     let fast_mode = super::config().fast;
     let t = Thread {
@@ -418,9 +428,9 @@ fn create() -> Option<*mut Thread> {
         wend: 0,
         last: now,
         depth: 0,
-        frames: data as *mut Frame,
+        frames: frames_ptr,
         recorded: 0,
-        fast: AtomicU8::new(0),
+        fend: AtomicUsize::new(0),
         busy: false,
         fast_mode,
         tid: sys::gettid(),

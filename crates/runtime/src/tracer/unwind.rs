@@ -1,0 +1,121 @@
+//! The wrappers of the unwinder's entry points, which put every hijacked
+//! return address back before an unwinder reads the stack.
+//!
+//! `_Unwind_RaiseException`, `_Unwind_Resume_or_Rethrow`,
+//! `_Unwind_ForcedUnwind` and `pthread_exit` call `restore_all` with the
+//! caller's stack pointer, then jump to the real function (found with
+//! `dlsym(RTLD_NEXT)`), so the real one sees the original caller and the
+//! original stack. `__cxa_begin_catch` is wrapped the same way: at a
+//! catch, the surviving frames are hijacked again.
+
+use std::ffi::c_char;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::graph;
+
+/// Real functions by wrapper index.
+static REAL: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
+const NAMES: [&[u8]; 5] = [
+    b"_Unwind_RaiseException\0",
+    b"_Unwind_Resume_or_Rethrow\0",
+    b"_Unwind_ForcedUnwind\0",
+    b"pthread_exit\0",
+    b"__cxa_begin_catch\0",
+];
+/// The wrapper index of `__cxa_begin_catch`.
+const CATCH: usize = 4;
+const FORCED_UNWIND: usize = 2;
+const PTHREAD_EXIT: usize = 3;
+
+/// Puts the return addresses back, and gives the real function `which`.
+extern "C" fn prepare_unwind(which: usize, sp: usize) -> usize {
+    match which {
+        CATCH => graph::catch(sp),
+        FORCED_UNWIND | PTHREAD_EXIT => graph::restore_all(sp, true),
+        _ => graph::restore_all(sp, false),
+    }
+    let which = which.min(NAMES.len() - 1);
+    let mut real = REAL[which].load(Ordering::Relaxed);
+    if real == 0 {
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
+        real = unsafe { libc::dlsym(libc::RTLD_NEXT, NAMES[which].as_ptr() as *const c_char) as usize };
+        REAL[which].store(real, Ordering::Relaxed);
+    }
+    if real == 0 {
+        crate::sys::write_stderr(b"fntrace: the unwinder's real entry point is missing; aborting\n");
+        std::process::abort();
+    }
+    real
+}
+
+/// A wrapper that runs `$prepare(index, caller's sp)` and then jumps to the
+/// function it returns, with every argument register as the caller left
+/// it (and `al`, the vector register count of variadic calls) and the
+/// caller's stack untouched: the real function sees the original call.
+/// Exported: it interposes the C library's or the unwinder's symbol.
+macro_rules! tail_wrapper {
+    ($name:ident, $index:literal, $prepare:path, $doc:literal) => {
+        #[doc = concat!("Wraps `", stringify!($name), "`: ", $doc)]
+        ///
+        /// # Safety
+        /// As the real function's.
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name() {
+            std::arch::naked_asm!(
+                "push rdi",
+                "push rsi",
+                "push rdx",
+                "push rcx",
+                "push r8",
+                "push r9",
+                "push rax",
+                concat!("mov edi, ", $index),
+                "lea rsi, [rsp + 64]",
+                "call {prepare}",
+                "mov r11, rax",
+                "pop rax",
+                "pop r9",
+                "pop r8",
+                "pop rcx",
+                "pop rdx",
+                "pop rsi",
+                "pop rdi",
+                "jmp r11",
+                prepare = sym $prepare,
+            )
+        }
+    };
+}
+pub(crate) use tail_wrapper;
+
+tail_wrapper!(
+    _Unwind_RaiseException,
+    0,
+    prepare_unwind,
+    "every hijacked return address is put back first."
+);
+tail_wrapper!(
+    _Unwind_Resume_or_Rethrow,
+    1,
+    prepare_unwind,
+    "every hijacked return address is put back first."
+);
+tail_wrapper!(
+    _Unwind_ForcedUnwind,
+    2,
+    prepare_unwind,
+    "every hijacked return address is put back first."
+);
+tail_wrapper!(
+    pthread_exit,
+    3,
+    prepare_unwind,
+    "every hijacked return address is put back first."
+);
+tail_wrapper!(
+    __cxa_begin_catch,
+    4,
+    prepare_unwind,
+    "the frames surviving the catch are hijacked again."
+);
