@@ -31,7 +31,6 @@ root=$(cd "$here/.." && pwd)
 out=$here/out/patch
 mkdir -p "$out"
 sites=100000
-chunks=8
 calls=10000000
 cg_small=100000
 cg_large=200000
@@ -48,48 +47,15 @@ fi
 (cd "$root" && cargo build --release -q -p fntrace-runtime)
 so=$root/target/release/libfntrace_runtime.so
 inc=$root/crates/runtime/include
-jobs=$(nproc)
 
 # --- the 100,000-function program -------------------------------------------
-# The functions in $chunks files (compiled in parallel: gcc -O0 takes about
-# 0.45 ms per function here), their address table in another. Objects are
-# kept between runs; delete bench/out/patch to rebuild.
-per=$((sites / chunks))
-for ((c = 0; c < chunks; c++)); do
-    f=$out/f-$c.c
-    [ -s "$f" ] || awk -v lo=$((c * per)) -v hi=$(((c + 1) * per)) 'BEGIN {
-        for (i = lo; i < hi; i++)
-            printf "int f%05d(int x) { return x * %d + %d; }\n", i, i % 7 + 1, i
-    }' >"$f"
-done
-[ -s "$out/table.c" ] || awk -v n=$sites 'BEGIN {
-    for (i = 0; i < n; i++)
-        printf "int f%05d(int);\n", i
-    printf "int (*const fntab[])(int) = {\n"
-    for (i = 0; i < n; i++)
-        printf "    f%05d,\n", i
-    printf "};\nconst int fncount = %d;\n", n
-}' >"$out/table.c"
-
+. "$here/lib-100k.sh"
 styles=(
     "gcc-patchable|-fpatchable-function-entry=5"
     "gcc-fentry-recorded|-pg -mfentry -mrecord-mcount"
 )
-
-gcc -O2 -c "$out/table.c" -o "$out/table.o"
-gcc -O2 -Wall -I"$inc" -c "$here/patch/throughput.c" -o "$out/throughput.o"
 for entry in "${styles[@]}"; do
-    name=${entry%%|*}
-    flags=${entry#*|}
-    mkdir -p "$out/$name"
-    for ((c = 0; c < chunks; c++)); do
-        o=$out/$name/f-$c.o
-        [ -s "$o" ] && [ "$o" -nt "$out/f-$c.c" ] || echo "$c"
-    done | xargs -r -P "$jobs" -I{} sh -c "gcc -O0 $flags -c '$out/f-{}.c' -o '$out/$name/f-{}.o'"
-    # -mrecord-mcount's __mcount_loc is a read-only section with absolute
-    # addresses: ld warns about DT_TEXTREL in a PIE (as for any such PIE).
-    gcc "$out/throughput.o" "$out/table.o" "$out/$name"/f-*.o -o "$out/$name/prog" 2>&1 |
-        grep -v -e 'relocation in read-only section' -e 'creating DT_TEXTREL' >&2 || true
+    build_100k "$out" "${entry%%|*}" "${entry#*|}"
 done
 
 # --- 1. patching throughput and start-up ------------------------------------
