@@ -2,7 +2,8 @@
 //! one at a time and written through a 64 KiB buffer, one thread after the
 //! other, so memory holds a thread's open calls and interning tables, never
 //! its events. The message types are Perfetto's own (`perfetto_protos`,
-//! generated from its `.proto` files); see `packets.rs` for the encoding.
+//! generated from its `.proto` files); the event packets are encoded by
+//! hand with the same fields (`proto.rs`); see `packets.rs`.
 //!
 //! Packets, in file order (`seq` = `trusted_packet_sequence_id`):
 //! 1. seq 1: `ClockSnapshot { clocks: [MONOTONIC], primary_trace_clock:
@@ -56,6 +57,9 @@
 #[cfg(test)]
 mod decode;
 mod packets;
+mod proto;
+#[cfg(test)]
+mod reference;
 #[cfg(test)]
 mod tests;
 
@@ -116,7 +120,7 @@ pub fn write(
     demangle: bool,
     progress: &Progress,
 ) -> anyhow::Result<PerfettoStats> {
-    let mut out = Out::new(out)?;
+    let mut out = Out::new(out);
     let origin = threads
         .iter()
         .map(|(p, _)| p.info.clock.mono0_ns)

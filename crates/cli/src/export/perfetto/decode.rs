@@ -44,6 +44,17 @@ impl Dir {
 
     /// Process `pid` (image 0) with [`FUNCTIONS`] at 0x1000, 0x1100, ...
     pub(super) fn process(&self, pid: u32, tracer: &str, threads: &[(u32, Vec<ChunkBuilder>)]) {
+        self.process_with(pid, tracer, &FUNCTIONS, threads);
+    }
+
+    /// Process `pid` (image 0) with `functions` at 0x1000, 0x1100, ...
+    pub(super) fn process_with(
+        &self,
+        pid: u32,
+        tracer: &str,
+        functions: &[&str],
+        threads: &[(u32, Vec<ChunkBuilder>)],
+    ) {
         let dir = self.0.join(layout::process_dir(pid, 0));
         std::fs::create_dir_all(&dir).unwrap();
         let info = ProcessInfo {
@@ -57,14 +68,14 @@ impl Dir {
             ..ProcessInfo::default()
         };
         std::fs::write(dir.join(layout::PROCESS), info.to_json()).unwrap();
-        let table: String = (0..FUNCTIONS.len() as u32)
+        let table: String = (0..functions.len() as u32)
             .map(|fid| {
                 FunctionEntry {
                     fid,
                     module: "/work/prog".into(),
                     address: 0x1000 + u64::from(fid) * 0x100,
                     size: 0x100,
-                    name: FUNCTIONS[fid as usize].into(),
+                    name: functions[fid as usize].into(),
                 }
                 .to_line()
             })

@@ -1,8 +1,12 @@
-//! The packets of the Perfetto export, built with Perfetto's own message
-//! types (`perfetto_protos`, generated from Perfetto's `.proto` files) and
-//! written one at a time, each as one `Trace.packet` field (field 1: `0a`,
-//! varint length, bytes; the tag as the library encodes it): a
-//! concatenation of such fields is one `Trace`.
+//! The packets of the Perfetto export, written one at a time, each as one
+//! `Trace.packet` field (field 1: `0a`, varint length, bytes): a
+//! concatenation of such fields is one `Trace`. The few packets that are
+//! not track events of a thread (clocks, track descriptors, the metadata
+//! instants, the first packet of each sequence) are built with Perfetto's
+//! own message types (`perfetto_protos`, generated from Perfetto's `.proto`
+//! files); the event packets, one per event, are encoded by hand
+//! (`proto.rs`) with the fields and values those types would give them, in
+//! the same order (the tests compare the two, `reference.rs`).
 //!
 //! [`Seq`] is one packet sequence (`trusted_packet_sequence_id`) of track
 //! events on one thread track: its first packet clears the incremental
@@ -15,18 +19,16 @@ use std::io::Write;
 
 use perfetto_protos::builtin_clock::BuiltinClock;
 use perfetto_protos::clock_snapshot::{clock_snapshot::Clock, ClockSnapshot};
-use perfetto_protos::debug_annotation::{DebugAnnotation, DebugAnnotationName};
-use perfetto_protos::interned_data::InternedData;
+use perfetto_protos::debug_annotation::DebugAnnotation;
 use perfetto_protos::process_descriptor::ProcessDescriptor;
-use perfetto_protos::profile_common::InternedString;
 use perfetto_protos::thread_descriptor::ThreadDescriptor;
-use perfetto_protos::trace::Trace;
 use perfetto_protos::trace_packet::{trace_packet::SequenceFlags, TracePacket};
 use perfetto_protos::trace_packet_defaults::TracePacketDefaults;
 use perfetto_protos::track_descriptor::TrackDescriptor;
-use perfetto_protos::track_event::{track_event::Type, EventName, TrackEvent, TrackEventDefaults};
-use protobuf::{Message, MessageField};
+use perfetto_protos::track_event::{track_event::Type, TrackEvent, TrackEventDefaults};
+use protobuf::{Enum, Message, MessageField};
 
+use super::proto::{self, annotation, event, interned, packet, Small};
 use crate::trace::Names;
 
 /// `CLOCK_MONOTONIC`: the trace's clock (fntrace's times are in it).
@@ -46,40 +48,63 @@ const BUFFER: usize = 64 * 1024;
 /// The output: packets encoded one by one into a bounded buffer, counted.
 pub struct Out<'w> {
     w: &'w mut dyn Write,
-    /// The tag of `Trace.packet`.
-    tag: Vec<u8>,
     buf: Vec<u8>,
     pub packets: u64,
     pub bytes: u64,
 }
 
 impl<'w> Out<'w> {
-    pub fn new(w: &'w mut dyn Write) -> anyhow::Result<Out<'w>> {
-        // A `Trace` of one empty packet is the packet's tag, then length 0.
-        let mut probe = Trace::new();
-        probe.packet.push(TracePacket::new());
-        let mut tag = probe.write_to_bytes()?;
-        anyhow::ensure!(tag.pop() == Some(0), "unexpected encoding of Trace.packet");
-        Ok(Out {
+    pub fn new(w: &'w mut dyn Write) -> Out<'w> {
+        Out {
             w,
-            tag,
             buf: Vec::with_capacity(BUFFER + 1024),
             packets: 0,
             bytes: 0,
-        })
+        }
     }
 
     /// Writes `packet` as one more `Trace.packet`.
     pub fn packet(&mut self, packet: &TracePacket) -> anyhow::Result<()> {
         let before = self.buf.len();
-        self.buf.extend_from_slice(&self.tag);
-        packet.write_length_delimited_to_vec(&mut self.buf)?;
+        proto::message(&mut self.buf, proto::TRACE_PACKET, |b| packet.write_to_vec(b))?;
+        self.written(before)
+    }
+
+    /// Writes one more `Trace.packet`, its fields appended by `f`.
+    #[inline]
+    pub fn encoded(&mut self, f: impl FnOnce(&mut Vec<u8>)) -> anyhow::Result<()> {
+        let before = self.buf.len();
+        proto::message(&mut self.buf, proto::TRACE_PACKET, f);
+        self.written(before)
+    }
+
+    /// Writes `packet`, a whole `Trace.packet` field.
+    #[inline(always)]
+    pub fn small(&mut self, packet: &Small) -> anyhow::Result<()> {
+        // All of it (a copy of a known size, inlined), then cut.
+        let before = self.buf.len();
+        self.buf.extend_from_slice(packet.buffer());
+        self.buf.truncate(before + packet.len());
+        self.written(before)
+    }
+
+    /// Counts the packet written to the buffer from `before`, and writes
+    /// the buffer out once full.
+    #[inline(always)]
+    fn written(&mut self, before: usize) -> anyhow::Result<()> {
         self.packets += 1;
         self.bytes += (self.buf.len() - before) as u64;
         if self.buf.len() >= BUFFER {
-            self.w.write_all(&self.buf)?;
-            self.buf.clear();
+            return self.write_buffer();
         }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn write_buffer(&mut self) -> anyhow::Result<()> {
+        self.w.write_all(&self.buf)?;
+        self.buf.clear();
         Ok(())
     }
 
@@ -229,19 +254,44 @@ pub enum Arg {
     Caller(u64),
 }
 
-/// One packet sequence of track events on one track.
+/// Function names are interned through a table indexed by fid below this
+/// fid (ids are dense from 0), through a map above it (damaged ids).
+const FID_TABLE: u32 = 1 << 20;
+
+/// One packet sequence of track events on one track. Its event packets are
+/// encoded by hand (`proto.rs`), with the fields and values
+/// `perfetto_protos` would give them:
+///
+/// ```text
+/// TracePacket {
+///   timestamp: delta (ns since the sequence's previous packet)
+///   interned_data: { event_names, debug_annotation_names,
+///                    debug_annotation_string_values }   (new entries only)
+///   sequence_flags: SEQ_NEEDS_INCREMENTAL_STATE
+///   track_event: { type, debug_annotations: [{ name_iid, value }], name_iid }
+///   trusted_packet_sequence_id: id
+/// }
+/// ```
 pub struct Seq {
-    /// The event packet, reused: sequence id, flags and track event set
-    /// once, the rest per event.
-    packet: TracePacket,
+    id: u32,
     /// The time of the last packet (ns): the base of the next delta.
     now: u64,
-    names: HashMap<Label, u64>,
+    /// The iid of the name of function `fid` (0: not interned yet), for
+    /// fids below [`FID_TABLE`].
+    fids: Vec<u64>,
+    /// The iids of the other event names.
+    labels: HashMap<Label, u64>,
+    /// Event names interned so far (their iids are 1, 2, ...).
+    named: u64,
     arg_names: HashMap<&'static str, u64>,
     callers: HashMap<u64, u64>,
-    /// Interned entries not yet sent.
-    pending: InternedData,
-    dirty: bool,
+    /// Interned entries not yet sent, encoded as the `InternedData` fields
+    /// they are: event names, annotation names, annotation strings.
+    pending_names: Vec<u8>,
+    pending_arg_names: Vec<u8>,
+    pending_strings: Vec<u8>,
+    /// The debug annotations of the event being written, encoded.
+    annotations: Vec<u8>,
 }
 
 impl Seq {
@@ -267,18 +317,18 @@ impl Seq {
         p.set_clock_snapshot(snapshot);
         out.packet(&p)?;
 
-        let mut packet = TracePacket::new();
-        packet.set_trusted_packet_sequence_id(id);
-        packet.set_sequence_flags(NEEDS);
-        packet.set_track_event(TrackEvent::new());
         Ok(Seq {
-            packet,
+            id,
             now: start_ns,
-            names: HashMap::new(),
+            fids: Vec::new(),
+            labels: HashMap::new(),
+            named: 0,
             arg_names: HashMap::new(),
             callers: HashMap::new(),
-            pending: InternedData::new(),
-            dirty: false,
+            pending_names: Vec::new(),
+            pending_arg_names: Vec::new(),
+            pending_strings: Vec::new(),
+            annotations: Vec::new(),
         })
     }
 
@@ -297,56 +347,110 @@ impl Seq {
         let delta = ns - self.now;
         self.now = ns;
         let iid = label.map(|label| self.name_iid(label, names));
-        let annotations: Vec<DebugAnnotation> = args.iter().map(|&arg| self.arg(arg, names)).collect();
-        self.packet.set_timestamp(delta);
-        self.packet.interned_data = match std::mem::take(&mut self.dirty) {
-            true => MessageField::some(std::mem::take(&mut self.pending)),
-            false => MessageField::none(),
-        };
-        let event = self.packet.mut_track_event();
-        event.set_type(ty);
-        match iid {
-            Some(iid) => event.set_name_iid(iid),
-            None => event.name_field = None,
+        self.annotations.clear();
+        for &arg in args {
+            self.arg(arg, names);
         }
-        event.debug_annotations = annotations;
-        out.packet(&self.packet)
+        // An enum is an int32: a negative one would be sign-extended.
+        let ty = ty.value() as i64 as u64;
+        let pending = !(self.pending_names.is_empty()
+            && self.pending_arg_names.is_empty()
+            && self.pending_strings.is_empty());
+        if !pending && self.annotations.is_empty() {
+            // Most packets: at most 2 + 11 + 2 + 2 + 11 + 11 + 6 bytes.
+            let mut p = Small::new();
+            let whole = p.begin(proto::TRACE_PACKET);
+            p.uint(packet::TIMESTAMP, delta);
+            p.uint(packet::SEQUENCE_FLAGS, NEEDS.into());
+            let track_event = p.begin(packet::TRACK_EVENT);
+            p.uint(event::TYPE, ty);
+            if let Some(iid) = iid {
+                p.uint(event::NAME_IID, iid);
+            }
+            p.end(track_event);
+            p.uint(packet::TRUSTED_PACKET_SEQUENCE_ID, self.id.into());
+            p.end(whole);
+            return out.small(&p);
+        }
+        out.encoded(|buf| {
+            proto::uint(buf, packet::TIMESTAMP, delta);
+            if pending {
+                proto::message(buf, packet::INTERNED_DATA, |b| {
+                    b.extend_from_slice(&self.pending_names);
+                    b.extend_from_slice(&self.pending_arg_names);
+                    b.extend_from_slice(&self.pending_strings);
+                });
+                self.pending_names.clear();
+                self.pending_arg_names.clear();
+                self.pending_strings.clear();
+            }
+            proto::uint(buf, packet::SEQUENCE_FLAGS, NEEDS.into());
+            proto::message(buf, packet::TRACK_EVENT, |b| {
+                proto::uint(b, event::TYPE, ty);
+                b.extend_from_slice(&self.annotations);
+                if let Some(iid) = iid {
+                    proto::uint(b, event::NAME_IID, iid);
+                }
+            });
+            proto::uint(buf, packet::TRUSTED_PACKET_SEQUENCE_ID, self.id.into());
+        })
     }
 
+    #[inline]
     fn name_iid(&mut self, label: Label, names: &mut Names<'_>) -> u64 {
-        if let Some(&iid) = self.names.get(&label) {
-            return iid;
+        let slot = match label {
+            Label::Fid(fid) if fid < FID_TABLE => {
+                let i = fid as usize;
+                match self.fids.get(i) {
+                    Some(&iid) if iid != 0 => return iid,
+                    Some(_) => {}
+                    None => self.fids.resize(i + 1, 0),
+                }
+                Some(i)
+            }
+            _ => {
+                if let Some(&iid) = self.labels.get(&label) {
+                    return iid;
+                }
+                None
+            }
+        };
+        self.named += 1;
+        let iid = self.named;
+        match slot {
+            Some(i) => self.fids[i] = iid,
+            None => {
+                self.labels.insert(label, iid);
+            }
         }
-        let iid = self.names.len() as u64 + 1;
-        let mut entry = EventName::new();
-        entry.set_iid(iid);
-        entry.set_name(match label {
-            Label::Fid(fid) => names.shown(fid).to_string(),
-            Label::Text(text) => text.to_string(),
-        });
-        self.pending.event_names.push(entry);
-        self.dirty = true;
-        self.names.insert(label, iid);
+        let name = match label {
+            Label::Fid(fid) => names.shown(fid),
+            Label::Text(text) => text,
+        };
+        interned_entry(
+            &mut self.pending_names,
+            interned::EVENT_NAMES,
+            iid,
+            name.as_bytes(),
+        );
         iid
     }
 
-    fn arg(&mut self, arg: Arg, names: &mut Names<'_>) -> DebugAnnotation {
-        let mut a = DebugAnnotation::new();
-        match arg {
-            Arg::Flag(name) => {
-                a.set_name_iid(self.arg_name_iid(name));
-                a.set_bool_value(true);
-            }
-            Arg::Count(name, n) => {
-                a.set_name_iid(self.arg_name_iid(name));
-                a.set_uint_value(n);
-            }
+    /// Appends the debug annotation of `arg` to the event's.
+    fn arg(&mut self, arg: Arg, names: &mut Names<'_>) {
+        let (name_iid, field, value) = match arg {
+            Arg::Flag(name) => (self.arg_name_iid(name), annotation::BOOL_VALUE, 1),
+            Arg::Count(name, n) => (self.arg_name_iid(name), annotation::UINT_VALUE, n),
             Arg::Caller(addr) => {
-                a.set_name_iid(self.arg_name_iid("caller"));
-                a.set_string_value_iid(self.caller_iid(addr, names));
+                let name_iid = self.arg_name_iid("caller");
+                let value = self.caller_iid(addr, names);
+                (name_iid, annotation::STRING_VALUE_IID, value)
             }
-        }
-        a
+        };
+        proto::message(&mut self.annotations, event::DEBUG_ANNOTATIONS, |b| {
+            proto::uint(b, annotation::NAME_IID, name_iid);
+            proto::uint(b, field, value);
+        });
     }
 
     fn arg_name_iid(&mut self, name: &'static str) -> u64 {
@@ -354,11 +458,12 @@ impl Seq {
             return iid;
         }
         let iid = self.arg_names.len() as u64 + 1;
-        let mut entry = DebugAnnotationName::new();
-        entry.set_iid(iid);
-        entry.set_name(name.to_string());
-        self.pending.debug_annotation_names.push(entry);
-        self.dirty = true;
+        interned_entry(
+            &mut self.pending_arg_names,
+            interned::DEBUG_ANNOTATION_NAMES,
+            iid,
+            name.as_bytes(),
+        );
         self.arg_names.insert(name, iid);
         iid
     }
@@ -368,12 +473,23 @@ impl Seq {
             return iid;
         }
         let iid = self.callers.len() as u64 + 1;
-        let mut entry = InternedString::new();
-        entry.set_iid(iid);
-        entry.set_str(names.address(addr).into_bytes());
-        self.pending.debug_annotation_string_values.push(entry);
-        self.dirty = true;
+        interned_entry(
+            &mut self.pending_strings,
+            interned::DEBUG_ANNOTATION_STRING_VALUES,
+            iid,
+            names.address(addr).as_bytes(),
+        );
         self.callers.insert(addr, iid);
         iid
     }
+}
+
+/// Appends an interned entry (`EventName`, `DebugAnnotationName`,
+/// `InternedString`: `{ iid = 1, name/str = 2 }`) as field `field` of
+/// `InternedData`.
+fn interned_entry(buf: &mut Vec<u8>, field: u32, iid: u64, name: &[u8]) {
+    proto::message(buf, field, |b| {
+        proto::uint(b, interned::IID, iid);
+        proto::bytes(b, interned::NAME, name);
+    });
 }
