@@ -22,37 +22,53 @@ pub enum Shape {
     ReturnSled,
 }
 
-/// A site's bytes, without allocation (100,000 sites are patched at once).
+/// A site's bytes, without allocation (100,000 sites are patched at once):
+/// up to [`MAX_SITE_LEN`] bytes, zero after the last, and their number in
+/// the last byte — one 16-byte value, built, copied and compared whole.
 #[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(C, align(16))]
 pub struct Code {
-    len: u8,
-    bytes: [u8; MAX_SITE_LEN],
+    bytes: [u8; MAX_SITE_LEN + 1],
 }
 
 impl Code {
     /// The bytes of `slice`; `None` if it is longer than [`MAX_SITE_LEN`].
     pub fn new(slice: &[u8]) -> Option<Code> {
-        let mut bytes = [0; MAX_SITE_LEN];
-        bytes.get_mut(..slice.len())?.copy_from_slice(slice);
-        Some(Code {
-            len: slice.len() as u8,
-            bytes,
-        })
+        if slice.len() > MAX_SITE_LEN {
+            return None;
+        }
+        let mut bytes = [0; MAX_SITE_LEN + 1];
+        bytes[..slice.len()].copy_from_slice(slice);
+        bytes[MAX_SITE_LEN] = slice.len() as u8;
+        Some(Code { bytes })
+    }
+
+    /// The `len` bytes of `word`, little-endian (first byte lowest), which
+    /// must be zero from byte `len` on; without a copy.
+    #[inline]
+    pub(crate) fn from_word(word: u128, len: usize) -> Code {
+        debug_assert!(len <= MAX_SITE_LEN && word >> (8 * len) == 0);
+        Code {
+            bytes: (word | (len as u128) << (8 * MAX_SITE_LEN)).to_le_bytes(),
+        }
     }
 
     /// The bytes.
+    #[inline]
     pub fn as_slice(&self) -> &[u8] {
-        &self.bytes[..self.len as usize]
+        &self.bytes[..self.len()]
     }
 
     /// Number of bytes.
+    #[inline]
     pub fn len(&self) -> usize {
-        self.len as usize
+        self.bytes[MAX_SITE_LEN] as usize
     }
 
     /// True if there are no bytes.
+    #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 }
 

@@ -140,7 +140,10 @@ impl Core {
     }
 
     /// Records the outcome of changes: applied ones are in effect; failed
-    /// ones mark their site failed, never to be touched again (ftrace_bug).
+    /// ones mark their site failed, never to be touched again (ftrace_bug),
+    /// with `change.from` in effect — also after the change was committed
+    /// as applied (a runtime may commit before it writes, and take it back).
+    #[inline]
     pub fn commit(&mut self, change: &Change, applied: bool) {
         if let Some(Some(module)) = self.modules.get_mut(change.module) {
             if let Some(site) = module.sites.get_mut(change.site) {
@@ -148,6 +151,7 @@ impl Core {
                     site.in_effect = change.to;
                     site.published = change.wanted;
                 } else {
+                    site.in_effect = change.from;
                     site.failed = true;
                 }
             }
@@ -170,11 +174,11 @@ impl Core {
         };
         let bit = 1u64 << id;
         let ops = self.ops[id as usize].as_ref();
+        let everything = ops.is_some_and(|o| want && o.filter.selects_everything() && o.notrace.is_empty());
         let chosen: Vec<bool> = match ops {
-            Some(ops) if want => (0..m.functions.len()).map(|f| selects(ops, m, f)).collect(),
+            Some(ops) if want && !everything => (0..m.functions.len()).map(|f| selects(ops, m, f)).collect(),
             _ => Vec::new(),
         };
-        let everything = ops.is_some_and(|o| want && o.filter.selects_everything() && o.notrace.is_empty());
         let flags = self.flags[id as usize];
         // IPMODIFY is exclusive: never share a function with another one.
         let exclusive: u64 = if flags.ipmodify {
@@ -192,10 +196,10 @@ impl Core {
             let on = want
                 && role_ok
                 && site.wanted & exclusive == 0
-                && match site.function {
-                    Some(f) => chosen.get(f as usize).copied().unwrap_or(false),
-                    None => everything,
-                };
+                && (everything
+                    || site
+                        .function
+                        .is_some_and(|f| chosen.get(f as usize).copied().unwrap_or(false)));
             if on {
                 site.wanted |= bit;
             } else {
@@ -207,7 +211,14 @@ impl Core {
     /// The changes needed to bring sites (of one module, or all) to what
     /// their wanted sets decide, and to publish changed wanted sets.
     fn changes(&self, only: Option<ModuleId>) -> Vec<Change> {
-        let mut out = Vec::new();
+        // At most one per site: reserved (untouched pages cost nothing), so
+        // 100,000 changes are never copied to grow.
+        let sites = self
+            .modules()
+            .filter(|(id, _)| only.is_none_or(|o| o == *id))
+            .map(|(_, m)| m.sites.len())
+            .sum();
+        let mut out = Vec::with_capacity(sites);
         for (id, module) in self.modules() {
             if only.is_some_and(|o| o != id) {
                 continue;

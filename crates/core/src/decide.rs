@@ -7,9 +7,11 @@ use crate::model::{OpsFlags, OpsId, Target, MAX_OPS};
 /// flags of ops `i`: nothing, the one ops' own trampoline, or the list
 /// trampoline (with registers if any of the ops wants them).
 pub fn decide(wanted: u64, flags: &[OpsFlags; MAX_OPS]) -> Target {
-    match wanted.count_ones() {
+    // Not `count_ones`: without `popcnt` in the target it is a long
+    // sequence, and this runs for every site at every registration.
+    match wanted {
         0 => Target::Nop,
-        1 => Target::Ops(wanted.trailing_zeros() as OpsId),
+        w if w & (w - 1) == 0 => Target::Ops(w.trailing_zeros() as OpsId),
         _ => Target::List {
             regs: bits(wanted).any(|i| flags[i].regs()),
         },

@@ -202,6 +202,19 @@ fn failed_sites_are_left_alone() {
 }
 
 #[test]
+fn a_change_committed_then_failed_leaves_what_was_in_effect() {
+    let mut core = Core::new();
+    let m = core.add_module(module("prog")).0;
+    let (a, c) = core.register(ops(&["foo"])).unwrap();
+    core.commit(&c[0], true);
+    assert_eq!(core.module(m).unwrap().sites[c[0].site].in_effect, Target::Ops(a));
+    core.commit(&c[0], false);
+    let site = core.module(m).unwrap().sites[c[0].site];
+    assert_eq!((site.in_effect, site.failed), (Target::Nop, true));
+    assert_eq!(core.unregister(a).unwrap(), vec![]);
+}
+
+#[test]
 fn at_most_max_ops() {
     let mut core = Core::new();
     for _ in 0..MAX_OPS {

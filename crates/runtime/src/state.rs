@@ -15,7 +15,7 @@ use crate::modules::Loaded;
 use crate::ops::{RawOps, FL_IPMODIFY, FL_SAVE_REGS, LIST_OPS};
 use crate::pool::Pool;
 use crate::routines::{routine, Variant};
-use crate::text::{self, BatchStats, Poke, Writer};
+use crate::text::{self, Batch, BatchStats, Poke, Writer};
 
 /// A site as the runtime knows it.
 #[derive(Debug, Clone, Copy)]
@@ -59,10 +59,15 @@ pub struct ModState {
     /// The id of its first function.
     pub fid_base: u32,
     pools: Vec<Pool>,
-    slots: HashMap<(usize, Variant), usize>,
-    /// Per-site slots of the tracer's fast path, by site index (kept).
-    site_slots: HashMap<usize, usize>,
+    /// Slots by ops and routine: a few per ops, searched in order.
+    slots: Vec<(SlotKey, usize)>,
+    /// Per-site slots of the tracer's fast path, by site index (kept; 0:
+    /// none yet; empty until the first).
+    site_slots: Vec<usize>,
 }
+
+/// What a shared slot is for: the ops (its address) and the routine.
+type SlotKey = (usize, Variant);
 
 impl ModState {
     /// A module with no pool yet.
@@ -74,8 +79,8 @@ impl ModState {
             words,
             fid_base,
             pools: Vec::new(),
-            slots: HashMap::new(),
-            site_slots: HashMap::new(),
+            slots: Vec::new(),
+            site_slots: Vec::new(),
         }
     }
 }
@@ -92,6 +97,36 @@ impl ModState {
         let slot = pool.alloc(layout, data, target);
         self.pools.push(pool);
         slot.ok_or_else(|| "cannot write a trampoline slot".to_string())
+    }
+
+    /// The shared slot of `key` (made on first use).
+    fn slot(&mut self, layout: &SlotLayout, key: SlotKey) -> Result<usize, String> {
+        if let Some(&(_, slot)) = self.slots.iter().find(|(k, _)| *k == key) {
+            return Ok(slot);
+        }
+        let slot = self.new_slot(layout, key.0, routine(key.1))?;
+        self.slots.push((key, slot));
+        Ok(slot)
+    }
+
+    /// The slot of site `i` with its own data word: the tracer's fast path
+    /// reads the function id from it.
+    fn site_slot(
+        &mut self,
+        layout: &SlotLayout,
+        i: usize,
+        data: usize,
+        target: usize,
+    ) -> Result<usize, String> {
+        if let Some(&slot) = self.site_slots.get(i).filter(|&&s| s != 0) {
+            return Ok(slot);
+        }
+        let slot = self.new_slot(layout, data, target)?;
+        if self.site_slots.len() <= i {
+            self.site_slots.resize(self.sites.len().max(i + 1), 0);
+        }
+        self.site_slots[i] = slot;
+        Ok(slot)
     }
 }
 
@@ -174,139 +209,33 @@ impl State {
         index::publish(entries);
     }
 
-    /// The trampoline slot of `ops` for `variant` near module `m`.
-    fn slot(&mut self, m: usize, ops: &'static RawOps, variant: Variant) -> Result<usize, String> {
-        let layout = &self.layout;
-        let module = self.mods[m].as_mut().ok_or("module gone")?;
-        let key = (ops as *const RawOps as usize, variant);
-        if let Some(&slot) = module.slots.get(&key) {
-            return Ok(slot);
-        }
-        let slot = module.new_slot(layout, key.0, routine(variant))?;
-        module.slots.insert(key, slot);
-        Ok(slot)
-    }
-
-    /// The slot of site `i` of module `m` with its own data word: the
-    /// tracer's fast path reads the function id from it.
-    fn site_slot(&mut self, m: usize, i: usize, data: usize, target: usize) -> Result<usize, String> {
-        let layout = &self.layout;
-        let module = self.mods[m].as_mut().ok_or("module gone")?;
-        if let Some(&slot) = module.site_slots.get(&i) {
-            return Ok(slot);
-        }
-        let slot = module.new_slot(layout, data, target)?;
-        module.site_slots.insert(i, slot);
-        Ok(slot)
-    }
-
     /// Gives back every slot of `ops`.
     pub fn release_slots(&mut self, ops: &'static RawOps) {
         let ptr = ops as *const RawOps as usize;
         for module in self.mods.iter_mut().flatten() {
-            let keys: Vec<_> = module.slots.keys().filter(|k| k.0 == ptr).copied().collect();
-            for key in keys {
-                let slot = module.slots.remove(&key).expect("listed");
+            let mut k = 0;
+            while k < module.slots.len() {
+                if module.slots[k].0 .0 != ptr {
+                    k += 1;
+                    continue;
+                }
+                let ((_, variant), slot) = module.slots.swap_remove(k);
                 if let Some(pool) = module.pools.iter_mut().find(|p| slot >= p.base && slot < p.end()) {
-                    pool.release(slot, routine(key.1));
+                    pool.release(slot, routine(variant));
                 }
             }
         }
     }
 
     /// Applies the core's changes in one batch per module and commits them.
-    pub fn apply(&mut self, changes: Vec<Change>) -> Result<()> {
-        let mut refused: Vec<String> = Vec::new();
-        let mut by_module: BTreeMap<usize, Vec<(Change, Poke)>> = BTreeMap::new();
-        for change in changes {
-            let Some(module) = self.mods[change.module].as_ref() else {
-                continue;
-            };
-            module.words.wanted[change.site].store(change.wanted, Ordering::Release);
-            if change.from == change.to {
-                self.core.commit(&change, true);
-                continue;
-            }
-            let site = module.sites[change.site];
-            let target = match change.to {
-                Target::Nop => Ok(None),
-                Target::Ops(id) => {
-                    match self.by_id[id as usize].map(|o| (o, crate::tracer::fast_slot(o, &site))) {
-                        Some((_, Some((data, target)))) => {
-                            self.site_slot(change.module, change.site, data, target).map(Some)
-                        }
-                        Some((ops, None)) => {
-                            let variant = Variant {
-                                role: site.role,
-                                regs: regs_of(ops),
-                            };
-                            self.slot(change.module, ops, variant).map(Some)
-                        }
-                        None => Err(format!("ops {id} has no callbacks")),
-                    }
-                }
-                Target::List { regs } => self
-                    .slot(
-                        change.module,
-                        &LIST_OPS,
-                        Variant {
-                            role: site.role,
-                            regs,
-                        },
-                    )
-                    .map(Some),
-            };
-            let len = site.cur.len();
-            let new = target.and_then(|t| {
-                let code = match t {
-                    None => self.patcher.make_nop(site.shape, len),
-                    Some(t) => self
-                        .patcher
-                        .make_call(site.shape, site.addr as u64, len, t as u64),
-                };
-                code.map(|c| (c, t)).map_err(|e| e.to_string())
-            });
-            match new {
-                Ok((new, t)) => {
-                    let resume = self
-                        .patcher
-                        .resume(site.shape, site.addr as u64, len, t.map(|t| t as u64));
-                    let poke = Poke {
-                        addr: site.addr,
-                        old: site.cur,
-                        new,
-                        resume,
-                    };
-                    by_module.entry(change.module).or_default().push((change, poke));
-                }
-                Err(e) => {
-                    self.core.commit(&change, false);
-                    refused.push(format!("site {:#x}: {e}", site.addr));
-                }
-            }
+    pub fn apply(&mut self, mut changes: Vec<Change>) -> Result<()> {
+        // The core lists changes module by module; keep each module's order.
+        if changes.windows(2).any(|w| w[0].module > w[1].module) {
+            changes.sort_by_key(|c| c.module);
         }
-        for (m, work) in by_module {
-            let module = self.mods[m].as_mut().expect("module of a change");
-            let pokes: Vec<Poke> = work.iter().map(|w| w.1).collect();
-            let results = text::apply(
-                &pokes,
-                &text::ranges(&module.loaded),
-                self.writer,
-                &mut self.stats.batch,
-            );
-            self.stats.batches += 1;
-            for ((change, poke), result) in work.iter().zip(results) {
-                match result {
-                    Ok(()) => {
-                        module.sites[change.site].cur = poke.new;
-                        self.core.commit(change, true);
-                    }
-                    Err(e) => {
-                        self.core.commit(change, false);
-                        refused.push(e);
-                    }
-                }
-            }
+        let mut refused: Vec<String> = Vec::new();
+        for run in changes.chunk_by(|a, b| a.module == b.module) {
+            self.apply_module(run, &mut refused);
         }
         self.stats.refused += refused.len();
         match refused.first() {
@@ -316,5 +245,93 @@ impl State {
                 first: first.clone(),
             }),
         }
+    }
+
+    /// Applies the changes of one module (`changes`, all of it) in one
+    /// batch and commits them; says why in `refused` for those refused.
+    fn apply_module(&mut self, changes: &[Change], refused: &mut Vec<String>) {
+        let Some(m) = changes.first().map(|c| c.module) else {
+            return;
+        };
+        let Some(module) = self.mods[m].as_mut() else {
+            return;
+        };
+        let patcher = self.patcher;
+        let ranges = text::ranges(&module.loaded);
+        let mut batch = Batch::new(&ranges, self.writer, changes.len());
+        let mut pokes = 0;
+        for (c, change) in changes.iter().enumerate() {
+            module.words.wanted[change.site].store(change.wanted, Ordering::Release);
+            if change.from == change.to {
+                self.core.commit(change, true);
+                continue;
+            }
+            let site = module.sites[change.site];
+            let target = match change.to {
+                Target::Nop => Ok(None),
+                Target::Ops(id) => match self.by_id[id as usize] {
+                    Some(ops) => match crate::tracer::fast_slot(ops, &site) {
+                        Some((data, target)) => module.site_slot(&self.layout, change.site, data, target),
+                        None => {
+                            let variant = Variant {
+                                role: site.role,
+                                regs: regs_of(ops),
+                            };
+                            module.slot(&self.layout, (ops as *const RawOps as usize, variant))
+                        }
+                    }
+                    .map(Some),
+                    None => Err(format!("ops {id} has no callbacks")),
+                },
+                Target::List { regs } => {
+                    let variant = Variant {
+                        role: site.role,
+                        regs,
+                    };
+                    module
+                        .slot(&self.layout, (&LIST_OPS as *const RawOps as usize, variant))
+                        .map(Some)
+                }
+            };
+            let len = site.cur.len();
+            let addr = site.addr as u64;
+            let added = target.and_then(|t| {
+                let new = match t {
+                    None => patcher.make_nop(site.shape, len),
+                    Some(t) => patcher.make_call(site.shape, addr, len, t as u64),
+                }
+                .map_err(|e| format!("site {:#x}: {e}", site.addr))?;
+                let poke = Poke {
+                    addr: site.addr,
+                    old: site.cur,
+                    new,
+                    resume: patcher.resume(site.shape, addr, len, t.map(|t| t as u64)),
+                };
+                pokes += 1;
+                batch.add(c, &poke).map(|()| new)
+            });
+            // Committed now, while the site's records are in cache, and
+            // taken back below if the batch cannot write it.
+            match added {
+                Ok(new) => {
+                    module.sites[change.site].cur = new;
+                    self.core.commit(change, true);
+                }
+                Err(e) => {
+                    self.core.commit(change, false);
+                    refused.push(e);
+                }
+            }
+        }
+        if pokes == 0 {
+            return;
+        }
+        for r in batch.write(&mut self.stats.batch) {
+            let change = &changes[r.key];
+            module.sites[change.site].cur = r.now;
+            self.core.commit(change, false);
+            refused.push(r.reason);
+        }
+        self.stats.batches += 1;
     }
 }

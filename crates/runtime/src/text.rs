@@ -5,13 +5,17 @@
 //!
 //! Live protocol: publish the batch's trap table; write `int3` on the first
 //! byte of every site; sync; write every tail; sync; write every first byte;
-//! sync. Three syncs and one `mprotect` pair per code range, whatever the
-//! number of sites.
+//! sync; withdraw the table. Three syncs and one `mprotect` pair per code
+//! range, whatever the number of sites. [`Batch`] does it; [`apply`] is the
+//! whole of it for a slice of pokes.
 
-use fntrace_arch::{hex, Code, Resume};
+use fntrace_arch::{Code, Resume};
 
-use crate::sys::{self, SyncMethod};
-use crate::trap;
+use crate::sys::SyncMethod;
+
+mod batch;
+
+pub use batch::Batch;
 
 /// One site to rewrite.
 #[derive(Debug, Clone, Copy)]
@@ -88,105 +92,43 @@ pub unsafe fn read(addr: usize, len: usize) -> Code {
     Code::new(&bytes[..len]).expect("at most 15 bytes")
 }
 
+/// Whether the bytes at `addr` are `code`, compared in place.
+///
+/// # Safety
+/// `addr..addr + code.len()` must be mapped and readable, and written by
+/// no one else meanwhile (code is written only with the state locked).
+unsafe fn holds(addr: usize, code: &Code) -> bool {
+    // Byte by byte: sites are a few bytes, a `memcmp` call costs more.
+    code.as_slice().iter().enumerate().all(|(i, &b)| {
+        // SAFETY: the caller guarantees the range is readable and not written.
+        unsafe { *((addr + i) as *const u8) == b }
+    })
+}
+
 fn write(addr: usize, bytes: &[u8]) {
     for (i, b) in bytes.iter().enumerate() {
-        // SAFETY: `apply` only writes inside ranges it made writable, at
+        // SAFETY: a `Batch` only writes inside ranges it made writable, at
         // sites it verified; single-byte volatile stores are atomic.
         unsafe { std::ptr::write_volatile((addr + i) as *mut u8, *b) };
     }
 }
 
-/// Applies `pokes` (each inside one of `ranges`). Returns, per poke, `Ok`
-/// or the reason it was refused; the others are written.
+/// Applies `pokes` (each inside one of `ranges`) in one batch. Returns, per
+/// poke, `Ok` or the reason it was refused; the others are written.
 pub fn apply(
     pokes: &[Poke],
     ranges: &[Range],
     writer: Writer,
     stats: &mut BatchStats,
 ) -> Vec<Result<(), String>> {
-    let mut results: Vec<Result<(), String>> = Vec::with_capacity(pokes.len());
-    let mut touched = vec![false; ranges.len()];
-    for poke in pokes {
-        let len = poke.new.len();
-        let Some(r) = ranges.iter().position(|r| r.contains(poke.addr, len)) else {
-            results.push(Err(format!("site {:#x} is outside the module's code", poke.addr)));
-            continue;
-        };
-        // SAFETY: the range is a mapped executable segment of a loaded module.
-        let now = unsafe { read(poke.addr, poke.old.len()) };
-        if now != poke.old {
-            results.push(Err(format!(
-                "site {:#x}: expected {}, found {}",
-                poke.addr,
-                hex(poke.old.as_slice()),
-                hex(now.as_slice())
-            )));
-            continue;
-        }
-        touched[r] = true;
-        results.push(Ok(()));
-    }
-    let writable = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
-    for (range, touched) in ranges.iter().zip(&mut touched) {
-        if *touched {
-            stats.protects += 1;
-            if let Err(e) = sys::protect(range.start, range.end, writable) {
-                *touched = false;
-                for (poke, result) in pokes.iter().zip(&mut results) {
-                    if result.is_ok() && range.contains(poke.addr, poke.new.len()) {
-                        *result = Err(format!(
-                            "site {:#x}: cannot make its code writable: {e}",
-                            poke.addr
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    let todo: Vec<&Poke> = pokes
+    let mut batch = Batch::new(ranges, writer, pokes.len());
+    let mut results: Vec<Result<(), String>> = pokes
         .iter()
-        .zip(&results)
-        .filter(|(p, r)| r.is_ok() && p.old != p.new)
-        .map(|(p, _)| p)
+        .enumerate()
+        .map(|(i, poke)| batch.add(i, poke))
         .collect();
-    if writer.live && !todo.is_empty() {
-        let mut entries: Vec<(usize, Resume)> = todo.iter().map(|p| (p.addr, p.resume)).collect();
-        entries.sort_unstable_by_key(|e| e.0);
-        trap::publish(trap::Table { entries });
-        let sync = |stats: &mut BatchStats| {
-            writer.sync.sync(writer.scratch);
-            stats.syncs += 1;
-        };
-        for p in &todo {
-            write(p.addr, &[writer.breakpoint]);
-        }
-        sync(stats);
-        for p in &todo {
-            write(p.addr + 1, &p.new.as_slice()[1..]);
-        }
-        sync(stats);
-        for p in &todo {
-            write(p.addr, &p.new.as_slice()[..1]);
-        }
-        sync(stats);
-    } else {
-        for p in &todo {
-            write(p.addr, p.new.as_slice());
-        }
-    }
-    stats.written += todo.len();
-    for (range, touched) in ranges.iter().zip(&touched) {
-        if *touched {
-            stats.protects += 1;
-            // Failing to take the write right back leaves the code writable
-            // but correct; nothing better can be done than to say so.
-            if let Err(e) = sys::protect(range.start, range.end, range.prot) {
-                eprintln!(
-                    "fntrace: cannot restore the protection of {:#x}: {e}",
-                    range.start
-                );
-            }
-        }
+    for refused in batch.write(stats) {
+        results[refused.key] = Err(refused.reason);
     }
     results
 }

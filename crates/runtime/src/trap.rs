@@ -49,24 +49,33 @@ pub fn install() -> io::Result<()> {
     Ok(())
 }
 
-/// Publishes the table of a batch before its first `int3` is written, and
-/// frees the previous one once no handler can be reading it.
+/// Publishes the table of a batch before its first `int3` is written (and
+/// frees a previous one, once no handler can be reading it).
 pub fn publish(table: Table) {
     let new = Box::into_raw(Box::new(table));
     let old = TABLE.swap(new, Ordering::SeqCst);
-    wait_and_free(old);
+    drop(take_back(old));
 }
 
-fn wait_and_free(old: *mut Table) {
+/// Withdraws the table once its batch is done — no site of it holds an
+/// `int3` any more, so a handler that runs late finds the new byte and
+/// re-executes the site without the table (the kernel clears `bp_desc` the
+/// same way) — and gives it back once no handler can be reading it: its
+/// memory serves the next batch.
+pub fn withdraw() -> Option<Table> {
+    take_back(TABLE.swap(std::ptr::null_mut(), Ordering::SeqCst))
+}
+
+fn take_back(old: *mut Table) -> Option<Table> {
     if old.is_null() {
-        return;
+        return None;
     }
     while ACTIVE.load(Ordering::SeqCst) != 0 {
         std::thread::yield_now();
     }
     // SAFETY: `old` came from Box::into_raw in `publish`, is no longer
     // reachable through TABLE, and no handler is running that loaded it.
-    drop(unsafe { Box::from_raw(old) });
+    Some(*unsafe { Box::from_raw(old) })
 }
 
 extern "C" fn handler(sig: i32, info: *mut libc::siginfo_t, context: *mut libc::c_void) {

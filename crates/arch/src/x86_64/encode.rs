@@ -27,18 +27,54 @@ const NOPS: [&[u8]; 9] = [
     &[0x66, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00],
 ];
 
-/// Writes one NOP instruction of `len` bytes (1 to 15) into `out`.
-fn nop_into(out: &mut [u8]) {
-    let len = out.len();
-    if len <= NOPS.len() {
-        out.copy_from_slice(NOPS[len - 1]);
-        return;
+/// `NOP_WORDS[len]`: one NOP instruction of `len` bytes (none for 0), as
+/// the little-endian word of a [`Code`] — built once. Beyond 9 bytes: `66`
+/// prefixes and `2e`, then the 8-byte `nopl 0x0(%rax,%rax,1)`, as binutils
+/// does.
+const NOP_WORDS: [u128; MAX_SITE_LEN + 1] = nop_words();
+
+const fn nop_words() -> [u128; MAX_SITE_LEN + 1] {
+    let mut out = [0; MAX_SITE_LEN + 1];
+    let mut len = 1;
+    while len <= MAX_SITE_LEN {
+        let mut bytes = [0u8; 16];
+        let (prefixes, nop) = if len <= NOPS.len() {
+            (0, NOPS[len - 1])
+        } else {
+            (len - 9, NOPS[7])
+        };
+        let mut i = 0;
+        while i < prefixes {
+            bytes[i] = 0x66;
+            i += 1;
+        }
+        if prefixes > 0 {
+            bytes[prefixes] = 0x2e;
+            i += 1;
+        }
+        let mut j = 0;
+        while j < nop.len() {
+            bytes[i + j] = nop[j];
+            j += 1;
+        }
+        out[len] = u128::from_le_bytes(bytes);
+        len += 1;
     }
-    // 66 × k, 2e, then the 8-byte `nopl 0x0(%rax,%rax,1)`.
-    let prefixes = len - 9;
-    out[..prefixes].fill(0x66);
-    out[prefixes] = 0x2e;
-    out[prefixes + 1..].copy_from_slice(NOPS[7]);
+    out
+}
+
+/// An XRay exit sled of `len` bytes (`CALL_LEN + 1..=MAX_SITE_LEN`) off:
+/// `ret`, a NOP up to where a call would end, `ret`, a NOP to the end.
+fn return_sled(len: usize) -> u128 {
+    RET as u128
+        | NOP_WORDS[CALL_LEN - 1] << 8
+        | (RET as u128) << (8 * CALL_LEN)
+        | NOP_WORDS[len - CALL_LEN - 1] << (8 * (CALL_LEN + 1))
+}
+
+/// `call rel32` with displacement `disp`, as the word of its 5 bytes.
+fn call_word(disp: i32) -> u128 {
+    CALL as u128 | (disp as u32 as u128) << 8
 }
 
 /// The displacement of a `rel32` branch at `from` (instruction start) of
@@ -54,21 +90,12 @@ impl Patcher for X86_64 {
     }
 
     fn make_nop(&self, shape: Shape, len: usize) -> Result<Code, PatchError> {
-        let mut bytes = [0; MAX_SITE_LEN];
-        match shape {
-            Shape::Inline if (1..=MAX_SITE_LEN).contains(&len) => nop_into(&mut bytes[..len]),
-            // ret, NOP up to where the call ends, ret, NOP to the end.
-            Shape::ReturnSled if (CALL_LEN + 1..=MAX_SITE_LEN).contains(&len) => {
-                bytes[0] = RET;
-                nop_into(&mut bytes[1..CALL_LEN]);
-                bytes[CALL_LEN] = RET;
-                if len > CALL_LEN + 1 {
-                    nop_into(&mut bytes[CALL_LEN + 1..len]);
-                }
-            }
+        let word = match shape {
+            Shape::Inline if (1..=MAX_SITE_LEN).contains(&len) => NOP_WORDS[len],
+            Shape::ReturnSled if (CALL_LEN + 1..=MAX_SITE_LEN).contains(&len) => return_sled(len),
             _ => return Err(PatchError::Length(len)),
-        }
-        Ok(Code::new(&bytes[..len]).expect("len checked"))
+        };
+        Ok(Code::from_word(word, len))
     }
 
     fn call_fits(&self, shape: Shape, len: usize) -> bool {
@@ -83,22 +110,15 @@ impl Patcher for X86_64 {
         if !self.call_fits(shape, len) {
             return Err(PatchError::Length(len));
         }
-        let mut code = self.make_nop(shape, len)?;
-        let at = match shape {
-            Shape::Inline => len - CALL_LEN,
-            Shape::ReturnSled => 0,
+        // Inline: a NOP, then the call; a sled: the call where the first
+        // `ret` and its NOP were.
+        let (at, rest) = match shape {
+            Shape::Inline => (len - CALL_LEN, NOP_WORDS[len - CALL_LEN]),
+            Shape::ReturnSled => (0, return_sled(len) >> (8 * CALL_LEN) << (8 * CALL_LEN)),
         };
         let from = addr + at as u64;
         let disp = rel32(from, CALL_LEN, target).ok_or(PatchError::Reach { from, to: target })?;
-        let mut bytes = [0; MAX_SITE_LEN];
-        bytes[..len].copy_from_slice(code.as_slice());
-        if at > 0 {
-            nop_into(&mut bytes[..at]);
-        }
-        bytes[at] = CALL;
-        bytes[at + 1..at + CALL_LEN].copy_from_slice(&disp.to_le_bytes());
-        code = Code::new(&bytes[..len]).expect("len checked");
-        Ok(code)
+        Ok(Code::from_word(rest | call_word(disp) << (8 * at), len))
     }
 
     fn return_address(&self, shape: Shape, addr: u64, len: usize) -> u64 {
