@@ -69,6 +69,14 @@ pub trait Isa: Sync {
     /// (located at `addr`), decoding linearly from the start.
     fn for_each_call(&self, code: &[u8], addr: u64, found: &mut dyn FnMut(u64, Call));
 
+    /// Whether `code` (located at `addr`) may hold a call whose target
+    /// `wanted` accepts. `false` means [`Isa::for_each_call`] would find no
+    /// such call, so decoding can be skipped; the default always says `true`.
+    fn may_call(&self, code: &[u8], addr: u64, wanted: &mut dyn FnMut(CallTarget) -> bool) -> bool {
+        let _ = (code, addr, wanted);
+        true
+    }
+
     /// The NOP instructions at the start of `code`: how many instructions and
     /// how many bytes in all, stopping after at most `max_bytes` bytes.
     fn nop_run(&self, code: &[u8], max_bytes: usize) -> (usize, usize);

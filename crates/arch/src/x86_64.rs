@@ -74,7 +74,7 @@ impl Isa for X86_64 {
     }
 
     fn decode_call(&self, code: &[u8], addr: u64) -> Option<Call> {
-        call_of(&decode_one(code, addr)?)
+        quick::call(code, addr).or_else(|| call_of(&decode_one(code, addr)?))
     }
 
     fn for_each_call(&self, code: &[u8], addr: u64, found: &mut dyn FnMut(u64, Call)) {
@@ -88,18 +88,34 @@ impl Isa for X86_64 {
         }
     }
 
+    fn may_call(&self, code: &[u8], addr: u64, wanted: &mut dyn FnMut(CallTarget) -> bool) -> bool {
+        quick::may_call(code, addr, wanted)
+    }
+
     fn nop_run(&self, code: &[u8], max_bytes: usize) -> (usize, usize) {
         let code = &code[..code.len().min(max_bytes)];
-        let mut decoder = decoder(code, 0);
-        let mut insn = Instruction::default();
         let (mut count, mut bytes) = (0, 0);
-        while decoder.can_decode() {
-            decoder.decode_out(&mut insn);
-            if insn.is_invalid() || insn.mnemonic() != Mnemonic::Nop {
+        while bytes < code.len() {
+            let rest = &code[bytes..];
+            // gcc's runs of one-byte NOPs, at once.
+            let ones = rest.iter().take_while(|&&b| b == 0x90).count();
+            if ones > 0 {
+                count += ones;
+                bytes += ones;
+                continue;
+            }
+            if quick::not_nop(rest) {
                 break;
             }
+            let len = match quick::nop_len(rest) {
+                Some(len) => len,
+                None => match decode_one(rest, 0) {
+                    Some(insn) if insn.mnemonic() == Mnemonic::Nop => insn.len(),
+                    _ => break,
+                },
+            };
             count += 1;
-            bytes += insn.len();
+            bytes += len;
         }
         (count, bytes)
     }
@@ -174,6 +190,7 @@ impl Isa for X86_64 {
 }
 
 mod encode;
+mod quick;
 
 #[cfg(test)]
 mod tests;

@@ -19,6 +19,7 @@ mod capi;
 mod client;
 mod dlhook;
 mod error;
+mod file;
 mod index;
 mod loader;
 mod modules;

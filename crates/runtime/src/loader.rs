@@ -7,6 +7,7 @@ use fntrace_arch::Shape;
 use fntrace_core::{Module, Role, SiteRecord};
 use fntrace_sites::SiteKind;
 
+use crate::file::ModuleFile;
 use crate::modules::{self, Loaded};
 use crate::state::{FunctionRecord, ModState, Site, State};
 use crate::text::{self, Poke};
@@ -72,106 +73,62 @@ fn skip(state: &mut State, reason: &str) {
     *state.stats.skipped.entry(reason.to_string()).or_default() += 1;
 }
 
+/// Sites converted per batch at start-up: the pokes of one batch are kept
+/// at once, and a few hundred kilobytes reused beat fresh megabytes (each
+/// new page is a fault). Live batches stay whole: each costs three syncs.
+const BATCH: usize = 8192;
+
 /// Takes in one module.
 pub fn load(state: &mut State, loaded: Loaded, live: bool) {
-    let Ok(data) = std::fs::read(&loaded.path) else {
+    let Ok(file) = ModuleFile::open(&loaded.path) else {
         skip(state, "module file unreadable");
         return;
     };
-    let binary = match fntrace_sites::discover(&data) {
+    let binary = match fntrace_sites::discover(file.bytes()) {
         Ok(binary) => binary,
         Err(_) => {
             skip(state, "module not understood");
             return;
         }
     };
-    drop(data);
+    drop(file);
     if binary.sites.is_empty() {
         return;
     }
-    let mut sites = Vec::new();
-    let mut records = Vec::new();
     let fid_base = state.functions.len() as u32;
-    let mut pokes = Vec::new();
-    for site in &binary.sites {
-        let (shape, role) = shape_of(site.kind);
-        let prefix = site.prefix as usize;
-        let addr = loaded.bias.wrapping_add(site.address as usize + prefix);
-        let bytes = &site.bytes[prefix.min(site.bytes.len())..];
-        let len = bytes.len();
-        let Ok(nop) = state.patcher.make_nop(shape, len) else {
-            skip(state, "no patchable form of this length");
-            continue;
-        };
-        if !state.patcher.call_fits(shape, len) {
-            skip(state, "too short for a call after the entry");
-            continue;
-        }
-        if !loaded.exec.iter().any(|&(s, e, _)| addr >= s && addr + len <= e) {
-            skip(state, "outside the module's code");
-            continue;
-        }
-        // SAFETY: the range lies in an executable segment of a loaded module.
-        let now = unsafe { text::read(addr, len) };
-        if now.as_slice() != bytes {
-            skip(state, "code in memory differs from the file");
-            continue;
-        }
-        let resume = state.patcher.resume(shape, addr as u64, len, None);
-        pokes.push(Poke {
-            addr,
-            old: now,
-            new: nop,
-            resume,
-        });
-        sites.push(Site {
-            addr,
-            shape,
-            role,
-            kind: site.kind,
-            cur: now,
-            fid: site.function.map_or(NO_FID, |f| fid_base + f as u32),
-        });
-        records.push(SiteRecord::new(site.function.map(|f| f as u32), role));
-    }
-    state.stats.sites += binary.sites.len();
-    let canonical = pokes.iter().filter(|p| p.old == p.new).count();
-    let mut writer = state.writer;
-    writer.live = live;
-    let results = text::apply(&pokes, &text::ranges(&loaded), writer, &mut state.stats.batch);
-    let mut kept_sites = Vec::new();
-    let mut kept_records = Vec::new();
-    for (((site, record), poke), result) in sites.into_iter().zip(records).zip(&pokes).zip(results) {
-        if result.is_ok() {
-            kept_sites.push(Site {
-                cur: poke.new,
-                ..site
-            });
-            kept_records.push(record);
-        } else {
-            skip(state, "code could not be written");
-        }
-    }
-    state.stats.canonical += canonical;
-    state.stats.converted += kept_sites.len().saturating_sub(canonical);
-    if kept_sites.is_empty() {
+    let (sites, records) = convert(state, &loaded, binary.sites, fid_base, live);
+    if sites.is_empty() {
         return;
     }
     state.stats.modules += 1;
-    let functions = binary.functions.iter().map(|f| f.name.clone()).collect();
     let path: std::sync::Arc<str> = loaded.path.as_str().into();
-    state
+    let bias = loaded.bias as u64;
+    // Made in place of the discovered functions (no new pages), each name
+    // copied once for the core.
+    let mut names = Vec::with_capacity(binary.functions.len());
+    let mut records_of_functions: Vec<FunctionRecord> = binary
         .functions
-        .extend(binary.functions.iter().map(|f| FunctionRecord {
-            module: path.clone(),
-            address: (loaded.bias as u64).wrapping_add(f.address),
-            size: f.size,
-            name: f.name.clone(),
-        }));
-    let module = ModState::new(loaded, kept_sites, fid_base);
+        .into_iter()
+        .map(|f| {
+            names.push(f.name.clone());
+            FunctionRecord {
+                module: path.clone(),
+                address: bias.wrapping_add(f.address),
+                size: f.size,
+                name: f.name,
+            }
+        })
+        .collect();
+    records_of_functions.shrink_to_fit();
+    if state.functions.is_empty() {
+        state.functions = records_of_functions;
+    } else {
+        state.functions.extend(records_of_functions);
+    }
+    let module = ModState::new(loaded, sites, fid_base);
     let (id, changes) = state
         .core
-        .add_module(Module::new(module.loaded.name(), functions, kept_records));
+        .add_module(Module::new(module.loaded.name(), names, records));
     if state.mods.len() <= id {
         state.mods.resize_with(id + 1, || None);
     }
@@ -181,4 +138,143 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     if let Err(e) = state.apply(changes) {
         eprintln!("fntrace: {e}");
     }
+}
+
+/// Checks every discovered site against memory and turns it into the
+/// canonical NOP of its length; returns the sites kept and their records.
+fn convert(
+    state: &mut State,
+    loaded: &Loaded,
+    found: Vec<fntrace_sites::Site>,
+    fid_base: u32,
+    live: bool,
+) -> (Vec<Site>, Vec<SiteRecord>) {
+    state.stats.sites += found.len();
+    let batch = if live { found.len() } else { BATCH };
+    let mut pokes = Vec::with_capacity(found.len().min(batch));
+    let ranges = text::ranges(loaded);
+    let mut writer = state.writer;
+    writer.live = live;
+    // Indices in `sites` of those that could not be written.
+    let mut failed = Vec::new();
+    let mut sites = Vec::with_capacity(found.len());
+    let (mut canonical, mut segment) = (0, 0);
+    // The records take the place of the discovered sites (a collect in
+    // place: no new pages).
+    let mut records: Vec<SiteRecord> = found
+        .into_iter()
+        .filter_map(|found| {
+            let (site, record, poke) = check(state, loaded, &found, fid_base, &mut segment)?;
+            if poke.old == poke.new {
+                canonical += 1;
+            }
+            pokes.push(poke);
+            sites.push(site);
+            if pokes.len() == batch {
+                write(state, &mut pokes, &ranges, writer, sites.len(), &mut failed);
+            }
+            Some(record)
+        })
+        .collect();
+    write(state, &mut pokes, &ranges, writer, sites.len(), &mut failed);
+    drop_failed(&mut sites, &failed);
+    drop_failed(&mut records, &failed);
+    records.shrink_to_fit();
+    state.stats.canonical += canonical;
+    state.stats.converted += sites.len().saturating_sub(canonical);
+    (sites, records)
+}
+
+/// A discovered site checked against memory: the runtime's site (already
+/// canonical), its record and the poke that makes it so; `None`, with the
+/// reason counted, for a site left alone. `segment`: where the site before
+/// was in `loaded.exec` (sites come in address order).
+fn check(
+    state: &mut State,
+    loaded: &Loaded,
+    site: &fntrace_sites::Site,
+    fid_base: u32,
+    segment: &mut usize,
+) -> Option<(Site, SiteRecord, Poke)> {
+    let (shape, role) = shape_of(site.kind);
+    let prefix = site.prefix as usize;
+    let addr = loaded.bias.wrapping_add(site.address as usize + prefix);
+    let bytes = &site.bytes[prefix.min(site.bytes.len())..];
+    let len = bytes.len();
+    let Ok(nop) = state.patcher.make_nop(shape, len) else {
+        skip(state, "no patchable form of this length");
+        return None;
+    };
+    if !state.patcher.call_fits(shape, len) {
+        skip(state, "too short for a call after the entry");
+        return None;
+    }
+    let inside = |&(s, e, _): &(usize, usize, i32)| addr >= s && addr + len <= e;
+    if !loaded.exec.get(*segment).is_some_and(inside) {
+        let Some(i) = loaded.exec.iter().position(inside) else {
+            skip(state, "outside the module's code");
+            return None;
+        };
+        *segment = i;
+    }
+    // SAFETY: the range lies in an executable segment of a loaded module.
+    let now = unsafe { text::read(addr, len) };
+    // Byte by byte: a few bytes, where a `memcmp` call costs more.
+    if !now.as_slice().iter().eq(bytes) {
+        skip(state, "code in memory differs from the file");
+        return None;
+    }
+    let poke = Poke {
+        addr,
+        old: now,
+        new: nop,
+        resume: state.patcher.resume(shape, addr as u64, len, None),
+    };
+    let function = site.function.map(|f| f as u32);
+    let runtime_site = Site {
+        addr,
+        shape,
+        role,
+        kind: site.kind,
+        cur: nop,
+        fid: function.map_or(NO_FID, |f| fid_base + f),
+    };
+    Some((runtime_site, SiteRecord::new(function, role), poke))
+}
+
+/// Removes the items at the indices `failed` (ascending).
+fn drop_failed<T>(items: &mut Vec<T>, failed: &[usize]) {
+    if failed.is_empty() {
+        return;
+    }
+    let (mut i, mut next) = (0, failed.iter().peekable());
+    items.retain(|_| {
+        let gone = next.next_if_eq(&&i).is_some();
+        i += 1;
+        !gone
+    });
+}
+
+/// Writes a batch of `pokes`, the last of the `done` sites so far; notes
+/// the sites that could not be written in `failed`.
+fn write(
+    state: &mut State,
+    pokes: &mut Vec<Poke>,
+    ranges: &[text::Range],
+    writer: text::Writer,
+    done: usize,
+    failed: &mut Vec<usize>,
+) {
+    if pokes.is_empty() {
+        return;
+    }
+    let first = done - pokes.len();
+    let results = text::apply(pokes, ranges, writer, &mut state.stats.batch);
+    for (i, result) in results.iter().enumerate() {
+        if result.is_err() {
+            skip(state, "code could not be written");
+            failed.push(first + i);
+        }
+    }
+    pokes.clear();
 }

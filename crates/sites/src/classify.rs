@@ -3,6 +3,7 @@
 
 use fntrace_arch::{hex, Call, SledKind};
 
+use crate::bytes::SiteBytes;
 use crate::hooks::{Hook, Hooks};
 use crate::image::Image;
 use crate::model::{Form, Rejected, Site, SiteKind, Source};
@@ -39,7 +40,7 @@ impl Context<'_, '_> {
             kind,
             source,
             form,
-            bytes: bytes.into(),
+            bytes: SiteBytes::new(bytes),
             prefix: 0,
             function: self.functions.containing(section, address),
         }

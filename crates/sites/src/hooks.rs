@@ -9,8 +9,11 @@
 use std::collections::HashMap;
 
 use fntrace_arch::CallTarget;
-use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget};
+use object::{
+    Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget, SymbolIndex,
+};
 
+use crate::dynrel::DynReloc;
 use crate::image::Image;
 use crate::symbols::FunctionTable;
 
@@ -56,14 +59,31 @@ pub(crate) struct Hooks {
 }
 
 impl Hooks {
-    pub fn read(image: &Image<'_>, functions: &FunctionTable) -> Hooks {
-        let mut hooks = Hooks::default();
+    /// The hooks of the file; in a linked file, the GOT slots named by
+    /// dynamic relocations are those [`Hooks::name_slot`] took in.
+    pub fn read(mut self, image: &Image<'_>, functions: &FunctionTable) -> Hooks {
         if image.relocatable() {
-            hooks.read_relocations(image);
+            self.read_relocations(image);
         } else {
-            hooks.read_linked(image, functions);
+            self.read_linked(image, functions);
         }
-        hooks
+        self
+    }
+
+    /// Linked files: a GOT slot the dynamic linker fills (a relocation
+    /// against a symbol), with its symbol's name.
+    pub fn name_slot(&mut self, dynsyms: &object::SymbolTable<'_, '_>, reloc: DynReloc) {
+        if reloc.symbol == 0 {
+            return;
+        }
+        let index = SymbolIndex(reloc.symbol as usize);
+        let Ok(name) = dynsyms.symbol_by_index(index).and_then(|s| s.name()) else {
+            return;
+        };
+        if let Some(hook) = Hook::from_name(name) {
+            self.slots.insert(reloc.offset, hook);
+        }
+        self.slot_names.insert(reloc.offset, name.to_string());
     }
 
     /// True if nothing in the file calls a hook.
@@ -72,24 +92,6 @@ impl Hooks {
     }
 
     fn read_linked(&mut self, image: &Image<'_>, functions: &FunctionTable) {
-        // GOT slots filled by the dynamic linker: their symbol names.
-        if let (Some(relocs), Some(dynsyms)) = (
-            image.file.dynamic_relocations(),
-            image.file.dynamic_symbol_table(),
-        ) {
-            for (slot, reloc) in relocs {
-                let RelocationTarget::Symbol(index) = reloc.target() else {
-                    continue;
-                };
-                let Ok(name) = dynsyms.symbol_by_index(index).and_then(|s| s.name()) else {
-                    continue;
-                };
-                if let Some(hook) = Hook::from_name(name) {
-                    self.slots.insert(slot, hook);
-                }
-                self.slot_names.insert(slot, name.to_string());
-            }
-        }
         // Hooks defined in the file itself (static links, custom hooks).
         let mut defined: HashMap<u64, Hook> = HashMap::new();
         for f in &functions.functions {

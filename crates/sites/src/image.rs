@@ -26,13 +26,16 @@ impl SectionInfo<'_> {
 }
 
 pub(crate) struct Image<'d> {
+    /// The whole file.
+    pub data: &'d [u8],
     pub file: object::File<'d>,
     pub isa: &'static dyn Isa,
     pub kind: FileKind,
     /// By ELF section index; `None` for the null section.
     pub sections: Vec<Option<SectionInfo<'d>>>,
-    /// Indices of executable sections, sorted by address (linked files).
-    exec_by_address: Vec<usize>,
+    /// Executable sections (address, index), sorted by address (linked
+    /// files).
+    exec_by_address: Vec<(u64, usize)>,
 }
 
 /// Reads `e_machine` from an ELF header that `object` has already parsed.
@@ -115,14 +118,15 @@ impl<'d> Image<'d> {
             });
         }
 
-        let mut exec_by_address: Vec<usize> = sections
+        let mut exec_by_address: Vec<(u64, usize)> = sections
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| s.as_ref().filter(|s| s.exec && s.alloc).map(|_| i))
+            .filter_map(|(i, s)| s.as_ref().filter(|s| s.exec && s.alloc).map(|s| (s.address, i)))
             .collect();
-        exec_by_address.sort_by_key(|&i| sections[i].as_ref().map_or(0, |s| s.address));
+        exec_by_address.sort_by_key(|&(address, _)| address);
 
         Ok(Image {
+            data,
             file,
             isa,
             kind,
@@ -163,8 +167,8 @@ impl<'d> Image<'d> {
     pub fn code_section_at(&self, address: u64) -> Option<usize> {
         let pos = self
             .exec_by_address
-            .partition_point(|&i| self.sections[i].as_ref().is_some_and(|s| s.address <= address));
-        let index = *self.exec_by_address.get(pos.checked_sub(1)?)?;
+            .partition_point(|&(start, _)| start <= address);
+        let (_, index) = *self.exec_by_address.get(pos.checked_sub(1)?)?;
         self.section(index)?.contains(address).then_some(index)
     }
 

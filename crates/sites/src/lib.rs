@@ -15,8 +15,10 @@
 //! panic.
 #![forbid(unsafe_code)]
 
+mod bytes;
 mod classify;
 pub mod demangle;
+mod dynrel;
 mod error;
 pub mod filter;
 mod hooks;
@@ -27,6 +29,7 @@ mod scan;
 mod symbols;
 mod tables;
 
+pub use bytes::SiteBytes;
 pub use error::{Error, Result};
 pub use fntrace_arch::hex;
 pub use model::{Binary, FileKind, Form, Function, Rejected, Site, SiteKind, SledKind, Source};
@@ -34,27 +37,46 @@ pub use model::{Binary, FileKind, Form, Function, Rejected, Site, SiteKind, Sled
 use classify::Context;
 use hooks::Hooks;
 use image::Image;
+use object::Object;
 use symbols::FunctionTable;
 
 /// Finds every patchable site in the ELF file `data`.
 pub fn discover(data: &[u8]) -> Result<Binary> {
     let image = Image::parse(data)?;
     let functions = FunctionTable::read(&image);
-    let hooks = Hooks::read(&image, &functions);
+    // Linked files: one pass over the dynamic relocations, for the GOT
+    // slots they name and the values they put into tables.
+    let mut hooks = Hooks::default();
+    let mut values = tables::DynamicValues::new(&image);
+    if !image.relocatable() {
+        let dynsyms = image.file.dynamic_symbol_table();
+        if dynsyms.is_some() || values.wanted() {
+            dynrel::for_each(&image, |reloc| {
+                if let (Some(dynsyms), true) = (&dynsyms, reloc.symbol != 0) {
+                    hooks.name_slot(dynsyms, reloc);
+                }
+                values.add(&image, reloc);
+            });
+        }
+    }
+    let hooks = hooks.read(&image, &functions);
     let cx = Context {
         image: &image,
         functions: &functions,
         hooks: &hooks,
     };
 
-    let (entries, mut rejected) = tables::read(&image);
-    let mut sites = Vec::with_capacity(entries.len());
-    for entry in &entries {
-        match classify::classify(&cx, entry) {
-            Ok(site) => sites.push(site),
-            Err(r) => rejected.push(r),
-        }
-    }
+    // Entries are classified as they are read; the table's own rejections
+    // come first, then those of classification, each in table order.
+    let mut sites = Vec::with_capacity(tables::capacity(&image));
+    let mut unfit = Vec::new();
+    let mut rejected = tables::read(&image, values.finish(), &mut |entry| match classify::classify(
+        &cx, &entry,
+    ) {
+        Ok(site) => sites.push(site),
+        Err(r) => unfit.push(r),
+    });
+    rejected.append(&mut unfit);
     let scanned = scan::scan(&cx, &sites);
     sites.extend(scanned);
     let sites = settle(sites, &mut rejected);
@@ -73,25 +95,32 @@ pub fn discover(data: &[u8]) -> Result<Binary> {
 /// before scans), and rejects a site that overlaps the one before it: two
 /// sites sharing bytes could not both be patched.
 fn settle(mut sites: Vec<Site>, rejected: &mut Vec<Rejected>) -> Vec<Site> {
-    // Stable: among sites at one address, discovery order is kept.
-    sites.sort_by_key(|s| (s.section, s.address));
-    let mut out: Vec<Site> = Vec::with_capacity(sites.len());
-    for site in sites {
-        if let Some(prev) = out.last() {
-            if prev.section == site.section && prev.address == site.address {
-                continue;
+    // Stable: among sites at one address, discovery order is kept. Tables
+    // are usually in order already, and a sorted slice needs no sort.
+    let key = |s: &Site| (s.section, s.address);
+    if !sites.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
+        sites.sort_by_key(key);
+    }
+    // The last site kept: (section, address, end).
+    let mut last: Option<(usize, u64, u64)> = None;
+    sites.retain(|site| {
+        if let Some((section, address, end)) = last {
+            if section == site.section && address == site.address {
+                return false;
             }
-            if prev.section == site.section && site.address < prev.address.saturating_add(prev.len() as u64) {
+            if section == site.section && site.address < end {
                 rejected.push(Rejected {
                     section: Some(site.section),
                     address: site.address,
                     source: site.source,
-                    reason: format!("overlaps the site at {:#x}", prev.address),
+                    reason: format!("overlaps the site at {address:#x}"),
                 });
-                continue;
+                return false;
             }
         }
-        out.push(site);
-    }
-    out
+        let end = site.address.saturating_add(site.len() as u64);
+        last = Some((site.section, site.address, end));
+        true
+    });
+    sites
 }

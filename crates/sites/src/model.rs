@@ -5,6 +5,8 @@ use std::fmt;
 
 pub use fntrace_arch::SledKind;
 
+use crate::bytes::SiteBytes;
+
 /// What a site is for, from the instrumentation that produced it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SiteKind {
@@ -133,7 +135,7 @@ pub struct Site {
     /// The instruction(s) there now.
     pub form: Form,
     /// The exact bytes there now (their count is the site's length).
-    pub bytes: Box<[u8]>,
+    pub bytes: SiteBytes,
     /// Bytes of the site that lie before the function's entry point
     /// (`M` of `-fpatchable-function-entry=N,M`); 0 for every other kind.
     pub prefix: u8,

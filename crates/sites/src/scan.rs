@@ -78,6 +78,14 @@ fn hook_calls(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
     }
 
     let mut scan_range = |section: usize, start: u64, code: &[u8]| {
+        // Decoding is for the code that may call a hook at all.
+        if !cx
+            .image
+            .isa
+            .may_call(code, start, &mut |target| cx.hooks.linked_call(target).is_some())
+        {
+            return;
+        }
         cx.image.isa.for_each_call(code, start, &mut |address, call| {
             let Some(hook) = cx.hooks.linked_call(call.target) else {
                 return;

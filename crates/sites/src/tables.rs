@@ -9,11 +9,16 @@
 //! In a relocatable object the words are zero: the relocations say where
 //! each entry points (`S + A`), as a section and an offset.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 
 use fntrace_arch::{PointerReloc, SledKind};
-use object::{Object, ObjectSection, ObjectSymbol, RelocationFlags, RelocationTarget, SectionIndex};
+use object::{
+    Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget, SectionIndex,
+    SymbolIndex,
+};
 
+use crate::dynrel::DynReloc;
 use crate::image::{Image, SectionInfo};
 use crate::model::{Rejected, Source};
 
@@ -37,30 +42,45 @@ const POINTER_TABLES: [(&str, Source); 3] = [
 
 const XRAY_TABLE: &str = "xray_instr_map";
 
-/// Reads every table entry of the file.
-pub(crate) fn read(image: &Image<'_>) -> (Vec<Entry>, Vec<Rejected>) {
+/// At most how many entries the tables hold.
+pub(crate) fn capacity(image: &Image<'_>) -> usize {
+    let ptr = image.isa.pointer_size();
+    let pointers: usize = POINTER_TABLES
+        .iter()
+        .flat_map(|(name, _)| image.sections_named(name))
+        .map(|(_, s)| s.data.len() / ptr)
+        .sum();
+    let sleds: usize = image
+        .sections_named(XRAY_TABLE)
+        .map(|(_, s)| s.data.len() / (4 * ptr))
+        .sum();
+    pointers + sleds
+}
+
+/// Reads every table entry of the file, handing each to `on_entry` in
+/// order; returns the entries that are not even that. `dynamic`: the
+/// values dynamic relocations put into table fields ([`DynamicValues`]).
+pub(crate) fn read(
+    image: &Image<'_>,
+    dynamic: Vec<(u64, u64)>,
+    on_entry: &mut dyn FnMut(Entry),
+) -> Vec<Rejected> {
     let mut reader = Reader {
         image,
-        entries: Vec::new(),
+        on_entry,
         rejected: Vec::new(),
-        dynamic: if image.relocatable() {
-            Vec::new()
-        } else {
-            dynamic_values(image)
-        },
+        dynamic,
+        next_dynamic: Cell::new(0),
     };
     for (name, source) in POINTER_TABLES {
         for (index, section) in image.sections_named(name) {
-            let targets = reader.targets(index, section, source);
-            for target in targets {
-                reader.push(source, target, None, None);
-            }
+            reader.pointers(index, section, source);
         }
     }
     for (index, section) in image.sections_named(XRAY_TABLE) {
         reader.xray(index, section);
     }
-    (reader.entries, reader.rejected)
+    reader.rejected
 }
 
 /// A place an entry designates: a section (relocatable objects) or not
@@ -69,10 +89,13 @@ type Target = (Option<usize>, u64);
 
 struct Reader<'a, 'd> {
     image: &'a Image<'d>,
-    entries: Vec<Entry>,
+    on_entry: &'a mut dyn FnMut(Entry),
     rejected: Vec<Rejected>,
     /// Linked files: (field address, value) from dynamic relocations, sorted.
     dynamic: Vec<(u64, u64)>,
+    /// Where the next field's relocation mostly is in `dynamic`: fields
+    /// are read in address order.
+    next_dynamic: Cell<usize>,
 }
 
 impl Reader<'_, '_> {
@@ -93,7 +116,7 @@ impl Reader<'_, '_> {
         }
         let section = section.or_else(|| self.image.code_section_at(address));
         match section.filter(|&s| self.image.section(s).is_some_and(|s| s.exec)) {
-            Some(section) => self.entries.push(Entry {
+            Some(section) => (self.on_entry)(Entry {
                 source,
                 section,
                 address,
@@ -116,32 +139,54 @@ impl Reader<'_, '_> {
             .ok()
             .and_then(|o| section.data.get(o..))
             .and_then(|b| self.image.read_pointer(b))?;
-        let value = match self.dynamic.binary_search_by_key(&at, |&(field, _)| field) {
-            Ok(i) => self.dynamic[i].1,
+        // The next relocation, unless several are for this field (then the
+        // search picks, as it always did).
+        let next = self.next_dynamic.get();
+        let is_at = |i: usize| self.dynamic.get(i).is_some_and(|&(field, _)| field == at);
+        let found = if is_at(next) && !is_at(next + 1) && !(next > 0 && is_at(next - 1)) {
+            Ok(next)
+        } else {
+            self.dynamic.binary_search_by_key(&at, |&(field, _)| field)
+        };
+        let value = match found {
+            Ok(i) => {
+                self.next_dynamic.set(i + 1);
+                self.dynamic[i].1
+            }
             Err(_) => stored,
         };
         Some((None, value))
     }
 
-    /// The places the pointer-sized fields of a table section designate.
-    fn targets(&mut self, index: usize, section: &SectionInfo<'_>, source: Source) -> Vec<Target> {
+    /// The entries of a pointer table section: the places its
+    /// pointer-sized fields designate.
+    fn pointers(&mut self, index: usize, section: &SectionInfo<'_>, source: Source) {
         let step = self.image.isa.pointer_size();
         if !section.data.len().is_multiple_of(step) {
             let reason = format!("{} bytes is not a whole number of entries", section.data.len());
             self.reject(Some(index), section.address, source, reason);
         }
         let relocs = self.relocations(index);
-        let mut out = Vec::with_capacity(section.data.len() / step);
-        for offset in (0..section.data.len() / step).map(|i| (i * step) as u64) {
-            match self.field(section, &relocs, offset) {
-                Some(target) => out.push(target),
-                None => {
-                    let at = section.address.wrapping_add(offset);
-                    self.reject(Some(index), at, source, "entry without a relocation".into());
-                }
+        let offsets = || (0..section.data.len() / step).map(|i| (i * step) as u64);
+        let relocatable = self.image.relocatable();
+        let missing = |s: &mut Self, offset: u64| {
+            let at = section.address.wrapping_add(offset);
+            s.reject(Some(index), at, source, "entry without a relocation".into());
+        };
+        // Objects: fields without a relocation are reported first, then
+        // the entries. (A linked file's fields all have a value.)
+        if relocatable {
+            for offset in offsets().filter(|o| !relocs.contains_key(o)) {
+                missing(self, offset);
             }
         }
-        out
+        for offset in offsets() {
+            match self.field(section, &relocs, offset) {
+                Some(target) => self.push(source, target, None, None),
+                None if !relocatable => missing(self, offset),
+                None => {}
+            }
+        }
     }
 
     /// Relocatable objects: the relocations of a table section, by offset.
@@ -232,52 +277,72 @@ impl Reader<'_, '_> {
     }
 }
 
-/// Linked files: values that dynamic relocations put into table fields,
-/// sorted by field address.
-fn dynamic_values(image: &Image<'_>) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    let tables: Vec<(u64, u64)> = POINTER_TABLES
-        .iter()
-        .map(|(name, _)| *name)
-        .chain([XRAY_TABLE])
-        .flat_map(|name| image.sections_named(name).map(|(_, s)| (s.address, s.size)))
-        .collect();
-    let Some(relocs) = image.file.dynamic_relocations() else {
-        return out;
-    };
-    for (field, reloc) in relocs {
-        if !tables
-            .iter()
-            .any(|&(start, size)| field >= start && field - start < size)
-        {
-            continue;
-        }
-        let RelocationFlags::Elf { r_type } = reloc.flags() else {
-            continue;
+/// Linked files: the values that dynamic relocations put into table
+/// fields, gathered from the relocations one by one ([`DynamicValues::add`]).
+pub(crate) struct DynamicValues<'d, 'f> {
+    /// The tables' address ranges (start, size); none for objects.
+    tables: Vec<(u64, u64)>,
+    dynsyms: Option<object::SymbolTable<'d, 'f>>,
+    /// (field address, value).
+    values: Vec<(u64, u64)>,
+}
+
+impl<'d, 'f> DynamicValues<'d, 'f> {
+    pub fn new(image: &'f Image<'d>) -> Self {
+        let tables = if image.relocatable() {
+            Vec::new()
+        } else {
+            POINTER_TABLES
+                .iter()
+                .map(|(name, _)| *name)
+                .chain([XRAY_TABLE])
+                .flat_map(|name| image.sections_named(name).map(|(_, s)| (s.address, s.size)))
+                .collect()
         };
-        // With implicit addends (REL) the stored word already holds the value.
-        if reloc.has_implicit_addend() {
-            continue;
+        DynamicValues {
+            tables,
+            dynsyms: image.file.dynamic_symbol_table(),
+            values: Vec::new(),
         }
-        let value = match image.isa.pointer_reloc(r_type.0) {
-            Some(PointerReloc::Relative) => reloc.addend() as u64,
-            Some(PointerReloc::Absolute) => {
-                let RelocationTarget::Symbol(index) = reloc.target() else {
-                    continue;
-                };
-                let symbol = image
-                    .file
-                    .dynamic_symbol_table()
-                    .and_then(|t| object::ObjectSymbolTable::symbol_by_index(&t, index).ok());
+    }
+
+    /// Whether any relocation can matter.
+    pub fn wanted(&self) -> bool {
+        !self.tables.is_empty()
+    }
+
+    /// Takes in one dynamic relocation.
+    #[inline]
+    pub fn add(&mut self, image: &Image<'_>, reloc: DynReloc) {
+        let field = reloc.offset;
+        // With implicit addends (REL) the stored word already holds the value.
+        if reloc.implicit_addend
+            || !self
+                .tables
+                .iter()
+                .any(|&(start, size)| field >= start && field - start < size)
+        {
+            return;
+        }
+        let value = match image.isa.pointer_reloc(reloc.r_type) {
+            Some(PointerReloc::Relative) => reloc.addend as u64,
+            Some(PointerReloc::Absolute) if reloc.symbol != 0 => {
+                let index = SymbolIndex(reloc.symbol as usize);
+                let symbol = self.dynsyms.as_ref().and_then(|t| t.symbol_by_index(index).ok());
                 match symbol.filter(|s| s.is_definition()) {
-                    Some(s) => s.address().wrapping_add(reloc.addend() as u64),
-                    None => continue,
+                    Some(s) => s.address().wrapping_add(reloc.addend as u64),
+                    None => return,
                 }
             }
-            _ => continue,
+            _ => return,
         };
-        out.push((field, value));
+        self.values.push((field, value));
     }
-    out.sort_unstable();
-    out
+
+    /// The values, sorted by field address.
+    pub fn finish(self) -> Vec<(u64, u64)> {
+        let mut values = self.values;
+        values.sort_unstable();
+        values
+    }
 }
