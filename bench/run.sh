@@ -207,7 +207,10 @@ for ((r = 0; r < runs; r++)); do
         for e in "${configs[@]}"; do
             c=${e%%|*}
             data=$out/data/$w-$c
-            read -r ns _ < <(run_config "$c" "$w" "${size[$w]}" "$data")
+            # A command substitution waits for the whole run (the
+            # recorders write their data after the program's last line).
+            line=$(run_config "$c" "$w" "${size[$w]}" "$data")
+            read -r ns _ <<<"$line"
             echo "$w $c $ns" >>"$out/ns"
             [ "$r" -gt 0 ] || echo "$w $c $(data_bytes "$c" "$data")" >>"$out/bytes"
             # Keep one function_graph trace of lua for the dump benchmark.
@@ -215,7 +218,8 @@ for ((r = 0; r < runs; r++)); do
             rm -rf "$data"
         done
         for a in rdtsc clock; do
-            read -r ns _ < <("$out/build/anchors" "$a" 5000000)
+            line=$("$out/build/anchors" "$a" 5000000)
+            read -r ns _ <<<"$line"
             echo "- $a $(python3 -c "print($ns / 5000000)")" >>"$out/ns"
         done
     done
