@@ -63,7 +63,9 @@ for w, c, *v in lines("ns"):
     if not v:
         continue
     (anchor_ns if w == "-" else ns)[c if w == "-" else (w, c)].append(float(v[0]))
-nbytes = {(w, c): int(b) for w, c, b in lines("bytes")}
+nbytes = {(w, c): int(b[0]) for w, c, *b in lines("bytes")}
+# Events in the trace where the tracer counts them (fntrace), else None.
+nevents = {(w, c): int(b[1]) for w, c, *b in lines("bytes") if len(b) > 1}
 instr = {}
 anchor_instr = {}
 for w, c, n, i in lines("instr"):
@@ -140,7 +142,8 @@ for w in WORKLOADS:
         over_i = pi - base_i[anchor] if pi is not None and anchor and base_i.get(anchor) is not None else None
         epc = EVENTS_PER_CALL.get(c)
         n = calls.get((w, build, SIZE[w]))
-        bpe = nbytes.get((w, c), 0) / (epc * n) if epc and n else None
+        events = nevents.get((w, c)) or (epc * n if epc and n else None)
+        bpe = nbytes.get((w, c), 0) / events if epc and events else None
         traced = c not in ("plain", "clang-plain", "pfe-nop", "fentry-gprof", "xray-nop", "off")
         ratio = lambda other: fmt(other / pc if pc and other and pc > 0 and traced else None, "%.1f×")
         print(f"| {label} | {span([x / 1e6 for x in ns[(w, c)]])} | {fmt(pc, '%+.1f')} "
