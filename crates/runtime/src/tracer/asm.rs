@@ -133,12 +133,13 @@ fntrace_tls_thread:
     jae \fail
     .endm
 
-    // Writes the EXIT event of function eax (rdx = its delta) at r9, the
-    // thread's wptr, and pops the frame; puts the function's return value
-    // back into rax and rdx from r8 and rdi.
-    .macro FNTRACE_EXIT_EVENT
+    // Writes the EXIT event of function \fid (a register holding its id,
+    // zero above bit 31; rdx = the delta) at r9, the thread's wptr, and
+    // pops the frame; puts the function's return value back into rax and
+    // rdx from r8 and rdi.
+    .macro FNTRACE_EXIT_EVENT fid
     shl rdx, 27
-    lea rax, [rax * 8 + 1]
+    lea rax, [\fid * 8 + 1]
     or rdx, rax
     mov [r9], rdx
     add r9, 8
@@ -298,8 +299,7 @@ fntrace_fast_exit:
     mov r8, rax
     mov rdi, rdx
     FNTRACE_DELTA 8f
-    mov eax, r11d
-    FNTRACE_EXIT_EVENT
+    FNTRACE_EXIT_EVENT r11
     ret
 8:
     mov rax, r8
@@ -339,7 +339,7 @@ fntrace_return_to_handler:
     mov rdi, rdx
     FNTRACE_DELTA 7f
     mov eax, dword ptr [rsi - 32]
-    FNTRACE_EXIT_EVENT
+    FNTRACE_EXIT_EVENT rax
     jmp r10
 7:
     mov rax, r8
