@@ -15,15 +15,18 @@
 //! `dlhook`. The decisions are made by `fntrace-core`, in safe Rust.
 
 mod api;
+mod attach;
 mod capi;
 mod client;
 mod dlhook;
 mod error;
 mod file;
+mod gothook;
 mod index;
 mod loader;
 mod modules;
 mod ops;
+mod originals;
 mod pool;
 mod routines;
 mod state;
@@ -111,9 +114,32 @@ fn setup() -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// The path this library was loaded under, if it is the name `fntrace
+/// attach` gives it: then nothing is set up here, in the thread the CLI
+/// stopped, but in the control thread the attach starts.
+fn loaded_for_attach() -> Option<String> {
+    // SAFETY: dladdr fills `info` for an address inside a loaded object;
+    // `dli_fname` is then a NUL-terminated string owned by the loader.
+    let path = unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(init as *const () as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null()
+        {
+            return None;
+        }
+        std::ffi::CStr::from_ptr(info.dli_fname)
+            .to_string_lossy()
+            .into_owned()
+    };
+    path.ends_with(attach::ATTACH_NAME).then_some(path)
+}
+
 extern "C" fn init() {
     let _errno = sys::ErrnoGuard::new();
     no_unwind("start-up", || {
+        if let Some(path) = loaded_for_attach() {
+            attach::from_constructor(&path);
+            return;
+        }
         if std::env::var_os("FNTRACE_DISABLE").is_some() {
             api::set_inactive("disabled by FNTRACE_DISABLE".into());
             return;

@@ -3,7 +3,7 @@
 //! one into the canonical NOP of its length, and hand the module to the core
 //! so that the filters in force apply to it.
 
-use fntrace_arch::Shape;
+use fntrace_arch::{Code, Shape};
 use fntrace_core::{Module, Role, SiteRecord};
 use fntrace_sites::SiteKind;
 
@@ -96,7 +96,7 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
         return;
     }
     let fid_base = state.functions.len() as u32;
-    let (sites, records) = convert(state, &loaded, binary.sites, fid_base, live);
+    let (sites, records, originals) = convert(state, &loaded, binary.sites, fid_base, live);
     if sites.is_empty() {
         return;
     }
@@ -125,7 +125,7 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     } else {
         state.functions.extend(records_of_functions);
     }
-    let module = ModState::new(loaded, sites, fid_base);
+    let module = ModState::new(loaded, sites, fid_base, originals);
     let (id, changes) = state
         .core
         .add_module(Module::new(module.loaded.name(), names, records));
@@ -148,8 +148,9 @@ fn convert(
     found: Vec<fntrace_sites::Site>,
     fid_base: u32,
     live: bool,
-) -> (Vec<Site>, Vec<SiteRecord>) {
+) -> (Vec<Site>, Vec<SiteRecord>, Vec<(usize, Code)>) {
     state.stats.sites += found.len();
+    let mut originals = Vec::new();
     let batch = if live { found.len() } else { BATCH };
     let mut pokes = Vec::with_capacity(found.len().min(batch));
     let ranges = text::ranges(loaded);
@@ -167,6 +168,8 @@ fn convert(
             let (site, record, poke) = check(state, loaded, &found, fid_base, &mut segment)?;
             if poke.old == poke.new {
                 canonical += 1;
+            } else {
+                originals.push((poke.addr, poke.old));
             }
             pokes.push(poke);
             sites.push(site);
@@ -180,9 +183,10 @@ fn convert(
     drop_failed(&mut sites, &failed);
     drop_failed(&mut records, &failed);
     records.shrink_to_fit();
+    originals.shrink_to_fit();
     state.stats.canonical += canonical;
     state.stats.converted += sites.len().saturating_sub(canonical);
-    (sites, records)
+    (sites, records, originals)
 }
 
 /// A discovered site checked against memory: the runtime's site (already

@@ -58,7 +58,12 @@ pub struct ModState {
     pub words: &'static SiteWords,
     /// The id of its first function.
     pub fid_base: u32,
+    /// (address, bytes) of the sites whose original bytes were not their
+    /// canonical NOP, in address order (`originals.rs`).
+    pub originals: Vec<(usize, Code)>,
     pools: Vec<Pool>,
+    /// Slots are being written in a batch (`Pool::begin`).
+    slot_batch: bool,
     /// Slots by ops and routine: a few per ops, searched in order.
     slots: Vec<(SlotKey, usize)>,
     /// Per-site slots of the tracer's fast path, by site index (kept; 0:
@@ -71,14 +76,16 @@ type SlotKey = (usize, Variant);
 
 impl ModState {
     /// A module with no pool yet.
-    pub fn new(loaded: Loaded, sites: Vec<Site>, fid_base: u32) -> ModState {
+    pub fn new(loaded: Loaded, sites: Vec<Site>, fid_base: u32, originals: Vec<(usize, Code)>) -> ModState {
         let words = SiteWords::leak(sites.iter().map(|s| s.fid).collect());
         ModState {
             loaded,
             sites,
             words,
             fid_base,
+            originals,
             pools: Vec::new(),
+            slot_batch: false,
             slots: Vec::new(),
             site_slots: Vec::new(),
         }
@@ -94,6 +101,9 @@ impl ModState {
         }
         let (lo, hi) = self.loaded.code_span().ok_or("module without code")?;
         let mut pool = Pool::near(lo, hi).map_err(|e| e.to_string())?;
+        if self.slot_batch {
+            pool.begin();
+        }
         let slot = pool.alloc(layout, data, target);
         self.pools.push(pool);
         slot.ok_or_else(|| "cannot write a trampoline slot".to_string())
@@ -259,6 +269,8 @@ impl State {
         let patcher = self.patcher;
         let ranges = text::ranges(&module.loaded);
         let mut batch = Batch::new(&ranges, self.writer, changes.len());
+        module.slot_batch = true;
+        module.pools.iter_mut().for_each(Pool::begin);
         let mut pokes = 0;
         for (c, change) in changes.iter().enumerate() {
             module.words.wanted[change.site].store(change.wanted, Ordering::Release);
@@ -323,6 +335,8 @@ impl State {
                 }
             }
         }
+        module.slot_batch = false;
+        module.pools.iter_mut().for_each(Pool::end_batch);
         if pokes == 0 {
             return;
         }

@@ -278,3 +278,41 @@ pub fn write_stderr(msg: &[u8]) {
     // SAFETY: writes `msg.len()` bytes from a valid slice.
     unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
 }
+
+/// Starts a thread of the runtime with every signal blocked: the program's
+/// signals must go to the program's threads.
+pub fn spawn_quiet(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    // SAFETY: sigset_t values on the stack, filled by sigfillset; the old
+    // mask is restored right after the spawn (the new thread inherits ours).
+    let old = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        old
+    };
+    let spawned = std::thread::Builder::new().name(name.into()).spawn(f);
+    // SAFETY: restores this thread's mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    spawned.map(drop)
+}
+
+/// The `PROT_*` of the mapping holding `addr` (from `/proc/self/maps`);
+/// `None` if nothing is mapped there.
+pub fn protection_at(addr: usize) -> Option<i32> {
+    let text = std::fs::read_to_string("/proc/self/maps").ok()?;
+    text.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (lo, hi) = fields.next()?.split_once('-')?;
+        let (lo, hi) = (
+            usize::from_str_radix(lo, 16).ok()?,
+            usize::from_str_radix(hi, 16).ok()?,
+        );
+        if addr < lo || addr >= hi {
+            return None;
+        }
+        let perms = fields.next()?.as_bytes();
+        let bit = |i: usize, c: u8, p: i32| if perms.get(i) == Some(&c) { p } else { 0 };
+        Some(bit(0, b'r', libc::PROT_READ) | bit(1, b'w', libc::PROT_WRITE) | bit(2, b'x', libc::PROT_EXEC))
+    })
+}

@@ -23,6 +23,7 @@ mod error;
 pub mod filter;
 mod hooks;
 mod image;
+mod imports;
 mod model;
 pub mod recordmcount;
 mod scan;
@@ -32,6 +33,7 @@ mod tables;
 pub use bytes::SiteBytes;
 pub use error::{Error, Result};
 pub use fntrace_arch::hex;
+pub use imports::{imports, Import};
 pub use model::{Binary, FileKind, Form, Function, Rejected, Site, SiteKind, SledKind, Source};
 
 use classify::Context;

@@ -16,8 +16,8 @@ mod writer;
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Mutex, Once};
 
 use fntrace_sites::filter::Filter;
 
@@ -58,11 +58,28 @@ pub struct Config {
     triggers: Vec<fids::Trigger>,
 }
 
-static CONFIG: OnceLock<Config> = OnceLock::new();
+/// The settings in force: each `Config` is leaked (threads may hold one
+/// while a new one replaces it, after `fntrace ctl`).
+static CONFIG: AtomicPtr<Config> = AtomicPtr::new(std::ptr::null_mut());
+/// Bumped with each new `Config`: a thread whose copy of the per-thread
+/// settings is older takes them again (`thread::enter`).
+pub static GENERATION: AtomicU32 = AtomicU32::new(0);
 
 /// The settings (tracing is on only after `start` set them).
 pub fn config() -> &'static Config {
-    CONFIG.get().expect("tracer configured before any thread traces")
+    configured().expect("tracer configured before any thread traces")
+}
+
+/// The settings, if the tracer was ever started.
+pub fn configured() -> Option<&'static Config> {
+    let p = CONFIG.load(Ordering::Acquire);
+    // SAFETY: a non-null CONFIG came from `Box::leak` and is never freed.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+fn set_config(config: Config) {
+    CONFIG.store(Box::leak(Box::new(config)), Ordering::Release);
+    GENERATION.fetch_add(1, Ordering::AcqRel);
 }
 
 static FUNCTIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -97,9 +114,33 @@ fn parse_size(text: &str) -> Result<u64, String> {
 /// Starts the tracer if `FNTRACE_DATA` is set.
 pub fn start_from_env() -> Result<(), String> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let Some(root) = var("FNTRACE_DATA") else {
+    if var("FNTRACE_DATA").is_none() {
         return Ok(());
-    };
+    }
+    start(&var, false)
+}
+
+/// What a start or a change of settings needs besides the `Config`.
+struct Parsed {
+    config: Config,
+    /// The ops' filter (with the functions graph, notrace and triggers need).
+    filter: String,
+    /// The ops' own notrace (the function tracer's).
+    ops_notrace: String,
+    buffer: u64,
+    flight: Option<u64>,
+}
+
+fn tracer_name(kind: Tracer) -> &'static str {
+    match kind {
+        Tracer::Function => "function",
+        Tracer::Graph => "function_graph",
+        Tracer::Profile => "profile",
+    }
+}
+
+/// Reads the settings (`FNTRACE_*`, by `var`).
+fn parse(var: &dyn Fn(&str) -> Option<String>) -> Result<Parsed, String> {
     let kind = match var("FNTRACE_TRACER").as_deref() {
         None | Some("function_graph") => Tracer::Graph,
         Some("function") => Tracer::Function,
@@ -123,14 +164,11 @@ pub fn start_from_env() -> Result<(), String> {
     } else {
         Filter::default()
     };
-    let triggers = fids::parse_triggers(&var("FNTRACE_TRIGGERS").unwrap_or_default())?;
+    let triggers_text = var("FNTRACE_TRIGGERS").unwrap_or_default();
+    let triggers = fids::parse_triggers(&triggers_text)?;
     let starts_off = triggers.iter().any(|t| t.flags & fids::TRACE_ON != 0);
     let buffer = var("FNTRACE_BUFFER_SIZE").map_or(Ok(4 << 20), |v| parse_size(&v))?;
     let flight = var("FNTRACE_FLIGHT").map(|v| parse_size(&v)).transpose()?;
-    let per_thread = flight.unwrap_or(buffer).max(thread::NCHUNKS as u64 * 4096);
-    let chunk = (per_thread / thread::NCHUNKS as u64).next_multiple_of(4096);
-    thread::CHUNK_BYTES.store(chunk, Ordering::Relaxed);
-    thread::FLIGHT.store(flight.is_some(), Ordering::Relaxed);
     // Calibrate the time filter: a 2 ms look at the counter.
     let time_filter = if time_filter_ns == 0 {
         0
@@ -139,7 +177,23 @@ pub fn start_from_env() -> Result<(), String> {
         let rate = clock::ticks_per_ns(p0, clock::point());
         ((time_filter_ns as f64 * rate) as u64).max(1)
     };
-    let _ = CONFIG.set(Config {
+    let mut filter = var("FNTRACE_FILTER").unwrap_or_default();
+    if !filter.trim().is_empty() {
+        // Graph functions and trigger functions must be hooked too.
+        filter.push(' ');
+        filter.push_str(&graph_text);
+        if hide_callees {
+            filter.push(' ');
+            filter.push_str(&notrace_text);
+        }
+        for item in triggers_text.split(';') {
+            if let Some((f, _)) = item.split_once('@') {
+                filter.push(' ');
+                filter.push_str(f.trim());
+            }
+        }
+    }
+    let config = Config {
         kind,
         max_depth: if depth == 0 { u32::MAX } else { depth },
         time_filter,
@@ -155,63 +209,65 @@ pub fn start_from_env() -> Result<(), String> {
         graph,
         notrace,
         triggers,
-    });
-    let tracer_name = match kind {
-        Tracer::Function => "function",
-        Tracer::Graph => "function_graph",
-        Tracer::Profile => "profile",
     };
+    Ok(Parsed {
+        config,
+        filter,
+        ops_notrace: if hide_callees { String::new() } else { notrace_text },
+        buffer,
+        flight,
+    })
+}
+
+/// The tracer's ops while it is registered.
+static OPS: Mutex<Option<Ops>> = Mutex::new(None);
+
+fn ops_slot() -> std::sync::MutexGuard<'static, Option<Ops>> {
+    OPS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Starts tracing into the data directory `FNTRACE_DATA` with the settings
+/// `var` gives. `attached`: the runtime was loaded into a running process
+/// (`fntrace attach`): the program's signal dispositions stay its own.
+pub fn start(var: &dyn Fn(&str) -> Option<String>, attached: bool) -> Result<(), String> {
+    let root = var("FNTRACE_DATA").ok_or("no data directory")?;
+    let parsed = parse(var)?;
+    let per_thread = parsed
+        .flight
+        .unwrap_or(parsed.buffer)
+        .max(thread::NCHUNKS as u64 * 4096);
+    let chunk = (per_thread / thread::NCHUNKS as u64).next_multiple_of(4096);
+    thread::CHUNK_BYTES.store(chunk, Ordering::Relaxed);
+    thread::FLIGHT.store(parsed.flight.is_some(), Ordering::Relaxed);
+    let kind = parsed.config.kind;
+    set_config(parsed.config);
     let root = PathBuf::from(root);
     let parent = var("FNTRACE_PARENT_SESSION");
-    let session = session::open(&root, tracer_name, parent)
+    let session = session::open(&root, tracer_name(kind), parent)
         .map_err(|e| format!("cannot write {}: {e}", root.display()))?;
-    writer::files().dir = Some(session.dir.clone());
+    // A new session in a process traced before (attached again): what the
+    // threads buffered since the last one ended is not this session's.
+    if thread::FINISHED.load(Ordering::Acquire) {
+        thread::reset_all();
+        writer::reset_files(&mut writer::files(), session.dir.clone());
+        thread::FINISHED.store(false, Ordering::SeqCst);
+    } else {
+        writer::files().dir = Some(session.dir.clone());
+    }
     *session::lock() = Some(session);
     api::with_state(|state| {
         on_modules(state);
         Ok(())
     })
     .map_err(|e| e.to_string())?;
-
-    let (entry, exit): (Callback5, Option<Callback5>) = match kind {
-        Tracer::Function => (graph::function_entry, None),
-        _ => (graph::graph_entry, Some(graph::graph_exit)),
-    };
-    let ops = Ops::new(
-        Some(as_callback(entry)),
-        exit.map(as_callback),
-        std::ptr::null_mut(),
-        FL_RECURSION_SAFE,
-    );
-    let mut filter = var("FNTRACE_FILTER").unwrap_or_default();
-    if !filter.trim().is_empty() {
-        // Graph functions and trigger functions must be hooked too.
-        filter.push(' ');
-        filter.push_str(&graph_text);
-        if hide_callees {
-            filter.push(' ');
-            filter.push_str(&notrace_text);
-        }
-        for item in var("FNTRACE_TRIGGERS").unwrap_or_default().split(';') {
-            if let Some((f, _)) = item.split_once('@') {
-                filter.push(' ');
-                filter.push_str(f.trim());
-            }
-        }
-    }
-    let ops_notrace = if hide_callees { String::new() } else { notrace_text };
-    ops.set_filter(&filter, &ops_notrace).map_err(|e| e.to_string())?;
-    if config().fast {
-        asm::set_fallback(ops.as_raw() as usize, |role| {
-            crate::routines::routine(crate::routines::Variant { role, regs: false })
-        });
-        let _ = FAST_OPS.set(ops.as_raw() as usize);
-    }
-    process::install(flight.is_some());
+    process::install(parsed.flight.is_some(), attached);
     writer::start();
+    static EXIT: Once = Once::new();
     // SAFETY: `finish` stays loaded (the runtime is never unloaded).
-    unsafe { libc::atexit(finish) };
-    ops.register().map_err(|e| e.to_string())?;
+    EXIT.call_once(|| unsafe {
+        libc::atexit(finish);
+    });
+    register(&parsed.filter, &parsed.ops_notrace)?;
     api::with_state(|state| {
         if let Some(s) = session::lock().as_mut() {
             s.take_modules(state);
@@ -221,14 +277,105 @@ pub fn start_from_env() -> Result<(), String> {
     .map_err(|e| e.to_string())
 }
 
+/// Registers a new ops of the tracer in force, with this filter.
+fn register(filter: &str, ops_notrace: &str) -> Result<(), String> {
+    let (entry, exit): (Callback5, Option<Callback5>) = match config().kind {
+        Tracer::Function => (graph::function_entry, None),
+        _ => (graph::graph_entry, Some(graph::graph_exit)),
+    };
+    let ops = Ops::new(
+        Some(as_callback(entry)),
+        exit.map(as_callback),
+        std::ptr::null_mut(),
+        FL_RECURSION_SAFE,
+    );
+    ops.set_filter(filter, ops_notrace).map_err(|e| e.to_string())?;
+    if config().fast {
+        asm::set_fallback(ops.as_raw() as usize, |role| {
+            crate::routines::routine(crate::routines::Variant { role, regs: false })
+        });
+        FAST_OPS.store(ops.as_raw() as usize, Ordering::Release);
+    } else {
+        FAST_OPS.store(0, Ordering::Release);
+    }
+    *ops_slot() = Some(ops);
+    ops.register().map_err(|e| e.to_string())
+}
+
+/// Unregisters the tracer's ops (its sites go back to NOPs); false if
+/// none was registered.
+pub fn unregister() -> bool {
+    let Some(ops) = ops_slot().take() else {
+        return false;
+    };
+    let _ = ops.unregister();
+    true
+}
+
+/// Takes new settings while recording (`fntrace ctl`): the ops is
+/// replaced by one with the new filter, under the new `Config`; with
+/// `on` false it stays unregistered (tracing off).
+pub fn reconfigure(var: &dyn Fn(&str) -> Option<String>, on: bool) -> Result<(), String> {
+    let parsed = parse(var)?;
+    unregister();
+    for t in thread::all() {
+        t.fend.store(0, Ordering::Relaxed);
+    }
+    set_config(parsed.config);
+    api::with_state(|state| {
+        on_modules(state);
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
+    if on {
+        register(&parsed.filter, &parsed.ops_notrace)?;
+    }
+    Ok(())
+}
+
+/// Ends the session (`fntrace attach` detaching): the ops is unregistered,
+/// every buffer written, the writer stopped, `process.json` completed.
+pub fn stop() {
+    unregister();
+    stop_recording();
+    writer::stop_and_wait();
+    write_out(true);
+    *session::lock() = None;
+    writer::files().dir = None;
+    process::uninstall();
+}
+
+/// The unwinder entry points the runtime wraps (`unwind.rs`), by index.
+pub fn unwind_names() -> [&'static str; 5] {
+    unwind::names()
+}
+
+/// Their wrappers.
+pub fn unwind_wrappers() -> [usize; 5] {
+    unwind::wrappers()
+}
+
+/// Sets the real function behind wrapper `which`.
+pub fn set_unwind_real(which: usize, addr: usize) {
+    unwind::set_real(which, addr);
+}
+
+/// How many threads have frames on their shadow stack: calls entered while
+/// traced that have not returned (hijacked return addresses among them).
+pub fn threads_inside() -> usize {
+    thread::all()
+        .filter(|t| !t.dead.load(Ordering::Relaxed) && t.depth > 0)
+        .count()
+}
+
 /// The tracer's ops and its generic entry routine, when the fast paths are on.
-static FAST_OPS: OnceLock<usize> = OnceLock::new();
+static FAST_OPS: AtomicUsize = AtomicUsize::new(0);
 
 /// For a site of the tracer's ops that the fast entry path can serve: the
 /// slot's data word (the `ENTRY` event word of its function) and routine.
 pub fn fast_slot(ops: &RawOps, site: &crate::state::Site) -> Option<(usize, usize)> {
-    let fast_ops = *FAST_OPS.get()?;
-    if ops as *const RawOps as usize != fast_ops || site.fid == fids::NO_FID {
+    let fast_ops = FAST_OPS.load(Ordering::Acquire);
+    if fast_ops == 0 || ops as *const RawOps as usize != fast_ops || site.fid == fids::NO_FID {
         return None;
     }
     use fntrace_format::event::{word_of, Kind};
@@ -255,7 +402,7 @@ pub fn fast_slot(ops: &RawOps, site: &crate::state::Site) -> Option<(usize, usiz
 /// Called with the state locked when modules were added: new function ids
 /// get their flags, and their names go to `functions.tsv`.
 pub fn on_modules(state: &State) {
-    let Some(cfg) = CONFIG.get() else { return };
+    let Some(cfg) = configured() else { return };
     FUNCTIONS.store(state.functions.len(), Ordering::Relaxed);
     fids::publish(state, &cfg.graph, &cfg.notrace, &cfg.triggers);
     if let Some(s) = session::lock().as_mut() {

@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
-use std::sync::{MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 
 use super::session::{self, Session};
 use super::thread::{self, THREADS};
@@ -29,38 +29,76 @@ thread_local! {
 /// The signal that makes the flight recorder write its buffers.
 pub const FLIGHT_SIGNAL: c_int = libc::SIGUSR2;
 
-/// Sets up the key destructor, the fork handlers and the flight signal.
-pub fn install(flight: bool) {
-    let mut key: libc::pthread_key_t = 0;
-    // SAFETY: `thread_end` is a plain function that stays loaded.
-    if unsafe { libc::pthread_key_create(&mut key, Some(thread_end)) } == 0 {
-        let _ = KEY.set(key);
-    }
-    // SAFETY: the handlers are plain functions that stay loaded.
-    unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+/// The dispositions the tracer installed, with those they replaced.
+static INSTALLED: Mutex<Vec<(c_int, usize, libc::sigaction)>> = Mutex::new(Vec::new());
+
+/// Sets up the key destructor and the fork handlers (once), the
+/// terminating signals' handlers (unless `attached`: a process we attach to
+/// keeps its dispositions) and the flight signal.
+pub fn install(flight: bool, attached: bool) {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: `thread_end` is a plain function that stays loaded.
+        if unsafe { libc::pthread_key_create(&mut key, Some(thread_end)) } == 0 {
+            let _ = KEY.set(key);
+        }
+        // SAFETY: the handlers are plain functions that stay loaded.
+        unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+    });
     // Terminating signals the program leaves at their default: write the
     // buffers, then die of the signal as the program would have.
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-        // SAFETY: a query of the disposition, then a handler that only
-        // talks to the writer through atomics and re-raises.
-        unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL {
-                let mut sa: libc::sigaction = std::mem::zeroed();
-                sa.sa_sigaction = on_terminate as *const () as usize;
-                libc::sigemptyset(&mut sa.sa_mask);
-                libc::sigaction(sig, &sa, std::ptr::null_mut());
-            }
+    if !attached {
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            set_handler(sig, on_terminate as *const () as usize, 0, true);
         }
     }
     if flight {
-        // SAFETY: a zeroed sigaction with a handler that only stores a flag.
+        set_handler(
+            FLIGHT_SIGNAL,
+            on_flight_signal as *const () as usize,
+            libc::SA_RESTART,
+            false,
+        );
+    }
+}
+
+/// Installs `handler` for `sig` (only where the disposition is the default,
+/// if `only_default`) and remembers what it replaced.
+fn set_handler(sig: c_int, handler: usize, flags: c_int, only_default: bool) {
+    // SAFETY: a query of the disposition, then a zeroed sigaction (a valid
+    // "empty mask" value) with a handler that stays loaded.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+            || (only_default && old.sa_sigaction != libc::SIG_DFL)
+            || old.sa_sigaction == handler
+        {
+            return;
+        }
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler;
+        sa.sa_flags = flags;
+        libc::sigemptyset(&mut sa.sa_mask);
+        if libc::sigaction(sig, &sa, std::ptr::null_mut()) == 0 {
+            INSTALLED
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((sig, handler, old));
+        }
+    }
+}
+
+/// Puts back the dispositions `install` replaced, where ours is still in
+/// place (the program may have set its own since).
+pub fn uninstall() {
+    for (sig, handler, old) in INSTALLED.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        // SAFETY: a query, then the saved disposition put back as it was.
         unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_flight_signal as *const () as usize;
-            sa.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(FLIGHT_SIGNAL, &sa, std::ptr::null_mut());
+            let mut now: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut now) == 0 && now.sa_sigaction == handler {
+                libc::sigaction(sig, &old, std::ptr::null_mut());
+            }
         }
     }
 }
@@ -128,6 +166,16 @@ extern "C" fn child() {
         let Some((state, mut session, mut files)) = FORK_GUARDS.with(|g| g.borrow_mut().take()) else {
             return;
         };
+        if crate::attach::attached() {
+            // A child of a process we attached to: no one can detach it, so
+            // it records nothing (its sites stay as they are: every
+            // trampoline is in its copy of memory; an `exec` ends that).
+            thread::FINISHED.store(true, Ordering::Relaxed);
+            for t in thread::all() {
+                t.fend.store(0, Ordering::Relaxed);
+            }
+            return;
+        }
         // Only this thread lives on; its buffered events are the parent's.
         let me = thread::current_raw();
         if !me.is_null() {
@@ -141,11 +189,7 @@ extern "C" fn child() {
         THREADS.store(me, Ordering::Release);
         let old = session.as_ref().map(|s| (s.root.clone(), s.name.clone()));
         if let Some((root, name)) = old {
-            let tracer = match super::config().kind {
-                super::Tracer::Function => "function",
-                super::Tracer::Graph => "function_graph",
-                super::Tracer::Profile => "profile",
-            };
+            let tracer = super::tracer_name(super::config().kind);
             match session::open(&root, tracer, Some(name)) {
                 Ok(mut s) => {
                     if let Some(state) = state.as_ref() {
@@ -179,7 +223,7 @@ fn real(name: &[u8]) -> usize {
 fn before_exec() {
     let _errno = crate::sys::ErrnoGuard::new();
     crate::no_unwind("exec", || {
-        if super::CONFIG.get().is_some() && !thread::FINISHED.load(Ordering::Relaxed) {
+        if super::configured().is_some() && !thread::FINISHED.load(Ordering::Relaxed) {
             super::flush_all(true);
         }
     });
@@ -188,7 +232,7 @@ fn before_exec() {
 /// The exec failed: go on tracing.
 fn after_failed_exec() {
     let _errno = crate::sys::ErrnoGuard::new();
-    if super::CONFIG.get().is_some() {
+    if super::configured().is_some() {
         thread::FINISHED.store(false, Ordering::Release);
         writer::start();
     }

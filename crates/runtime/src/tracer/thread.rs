@@ -133,6 +133,8 @@ pub struct Thread {
     pub busy: bool,
     /// The tracer's settings allow the fast paths.
     pub fast_mode: bool,
+    /// The `GENERATION` of the settings `fast_mode` and `max_depth` came from.
+    pub generation: u32,
     /// Its id.
     pub tid: u32,
     /// The thread has ended (its key destructor ran).
@@ -206,6 +208,30 @@ pub fn enter() -> Option<&'static mut Thread> {
     // (the writer touches only atomics and full chunks); `busy` keeps a
     // signal handler from using it while we do.
     let t = unsafe { &mut *p };
+    let generation = super::GENERATION.load(Ordering::Acquire);
+    if t.generation != generation && !t.busy {
+        // New settings (`fntrace ctl`): this thread's copy of them.
+        // The counts the slow paths keep and the fast paths do not: taken
+        // again from the shadow stack.
+        let cfg = super::config();
+        t.generation = generation;
+        t.fast_mode = cfg.fast;
+        let (mut recorded, mut hidden, mut inside, mut depth_frame) = (0, 0, 0, false);
+        for i in 0..t.depth {
+            let flags = t.frame(i).flags;
+            if flags & F_NOTRACE != 0 {
+                hidden += 1;
+                continue;
+            }
+            recorded += 1;
+            inside += u32::from(flags & F_GRAPH != 0);
+            depth_frame |= flags & F_DEPTH != 0;
+        }
+        (t.recorded, t.hidden, t.inside) = (recorded, hidden, inside);
+        if !depth_frame {
+            t.max_depth = cfg.max_depth;
+        }
+    }
     if t.busy || t.dead.load(Ordering::Relaxed) {
         if t.busy {
             crate::ops::RECURSIONS.fetch_add(1, Ordering::Relaxed);
@@ -423,6 +449,7 @@ fn create() -> Option<*mut Thread> {
     };
     let now = super::clock::now();
     let fast_mode = super::config().fast;
+    let generation = super::GENERATION.load(Ordering::Acquire);
     let t = Thread {
         wptr: AtomicUsize::new(0),
         wend: 0,
@@ -433,6 +460,7 @@ fn create() -> Option<*mut Thread> {
         fend: AtomicUsize::new(0),
         busy: false,
         fast_mode,
+        generation,
         tid: sys::gettid(),
         dead: AtomicBool::new(false),
         drained: AtomicBool::new(false),
@@ -468,6 +496,25 @@ fn create() -> Option<*mut Thread> {
     super::asm::tls_set(head_mem as usize);
     super::on_thread_start();
     Some(head_mem)
+}
+
+/// Before a new session in a process traced before (`fntrace attach`
+/// again): every thread's buffers are emptied. Recording is finished, so
+/// no thread writes events meanwhile; a thread takes a fresh chunk at its
+/// next event.
+pub fn reset_all() {
+    debug_assert!(FINISHED.load(Ordering::Relaxed));
+    let mut p = THREADS.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: registered threads' heads are never unmapped; with
+        // recording finished their owners only read these fields, on the
+        // way out of the tracer (`emit` returns first).
+        unsafe {
+            (*p).reset_buffers();
+            (*p).drained.store(false, Ordering::Relaxed);
+            p = (*p).next;
+        }
+    }
 }
 
 /// Every registered thread.

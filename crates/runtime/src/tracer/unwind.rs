@@ -22,6 +22,37 @@ const NAMES: [&[u8]; 5] = [
     b"pthread_exit\0",
     b"__cxa_begin_catch\0",
 ];
+/// The names, as text.
+pub fn names() -> [&'static str; 5] {
+    NAMES.map(|n| std::str::from_utf8(&n[..n.len() - 1]).expect("ASCII names"))
+}
+
+extern "C" {
+    fn _Unwind_RaiseException_fntrace();
+    fn _Unwind_Resume_or_Rethrow_fntrace();
+    fn _Unwind_ForcedUnwind_fntrace();
+    fn pthread_exit_fntrace();
+    fn __cxa_begin_catch_fntrace();
+}
+
+/// The wrappers, by index: their own addresses (through the hidden
+/// aliases; the exported names may resolve to the real functions).
+pub fn wrappers() -> [usize; 5] {
+    [
+        _Unwind_RaiseException_fntrace as *const () as usize,
+        _Unwind_Resume_or_Rethrow_fntrace as *const () as usize,
+        _Unwind_ForcedUnwind_fntrace as *const () as usize,
+        pthread_exit_fntrace as *const () as usize,
+        __cxa_begin_catch_fntrace as *const () as usize,
+    ]
+}
+
+/// Sets the real function of wrapper `which` (hooked through the GOT, the
+/// wrappers cannot find it with `RTLD_NEXT`).
+pub fn set_real(which: usize, addr: usize) {
+    REAL[which].store(addr, Ordering::Relaxed);
+}
+
 /// The wrapper index of `__cxa_begin_catch`.
 const CATCH: usize = 4;
 const FORCED_UNWIND: usize = 2;
@@ -63,6 +94,12 @@ macro_rules! tail_wrapper {
         #[no_mangle]
         pub unsafe extern "C" fn $name() {
             std::arch::naked_asm!(
+                // A hidden alias: the address of this wrapper, which the
+                // exported name does not give in a process where another
+                // module defines the same name first (`gothook.rs`).
+                concat!(".globl ", stringify!($name), "_fntrace"),
+                concat!(".hidden ", stringify!($name), "_fntrace"),
+                concat!(stringify!($name), "_fntrace:"),
                 "push rdi",
                 "push rsi",
                 "push rdx",

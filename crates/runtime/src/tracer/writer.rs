@@ -79,22 +79,9 @@ pub fn wake() {
 /// signals must go to the program's threads.
 pub fn start() {
     STOP.store(false, Ordering::Relaxed);
-    // SAFETY: sigset_t values on the stack, filled by sigfillset; the old
-    // mask is restored right after the spawn (the new thread inherits ours).
-    let old = unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        old
-    };
-    let spawned = std::thread::Builder::new()
-        .name("fntrace-writer".into())
-        .spawn(|| {
-            crate::no_unwind("the writer", run);
-        });
-    // SAFETY: restores this thread's mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    let spawned = crate::sys::spawn_quiet("fntrace-writer", || {
+        crate::no_unwind("the writer", run);
+    });
     if let Err(e) = spawned {
         eprintln!("fntrace: cannot start the writer thread: {e}; events are written at exit");
     }
@@ -312,6 +299,22 @@ fn tick_after(start: u64, data: &[u8]) -> u64 {
 pub fn stop() {
     STOP.store(true, Ordering::Relaxed);
     WAKE.notify_one();
+}
+
+/// Stops the writer thread and waits (up to a second) until it ended.
+pub fn stop_and_wait() {
+    stop();
+    for _ in 0..1000 {
+        if !RUNNING.load(Ordering::Acquire) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A new session's files (`fntrace attach` again): nothing of the last one.
+pub fn reset_files(files: &mut Files, dir: PathBuf) {
+    reset_in_child(files, dir);
 }
 
 /// In a forked child: the parent's files and partial marks are not ours.
