@@ -3,8 +3,10 @@
 #![forbid(unsafe_code)]
 
 mod cmd;
+mod control;
 mod export;
 mod funcgraph;
+mod inject;
 mod launch;
 mod merge;
 mod options;
@@ -29,6 +31,8 @@ struct Cli {
 enum Command {
     Record(cmd::record::Args),
     Live(cmd::live::Args),
+    Attach(cmd::attach::Args),
+    Ctl(cmd::ctl::Args),
     Replay(cmd::replay::Args),
     Report(cmd::report::Args),
     Graph(cmd::graph::Args),
@@ -47,6 +51,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Record(args) => cmd::record::run(args),
         Command::Live(args) => cmd::live::run(args),
+        Command::Attach(args) => cmd::attach::run(args),
+        Command::Ctl(args) => cmd::ctl::run(args),
         Command::Replay(args) => cmd::replay::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Graph(args) => cmd::graph::run(args),

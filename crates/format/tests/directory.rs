@@ -26,6 +26,7 @@ fn run_info() -> RunInfo {
         end_unix_ns: Some(50),
         exit_status: Some(0),
         signal: None,
+        attach: None,
     }
 }
 

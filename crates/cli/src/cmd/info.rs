@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use fntrace_format::layout;
-use fntrace_format::meta::{Clock, RunInfo, MIN_CALIBRATION_NS, SOURCE_MONOTONIC};
+use fntrace_format::meta::{AttachInfo, Clock, RunInfo, MIN_CALIBRATION_NS, SOURCE_MONOTONIC};
 use fntrace_format::read::{EventKind, Process};
 
 use crate::launch::killed_by;
@@ -83,13 +83,60 @@ fn run_info(sheet: &mut Sheet, info: &RunInfo) {
             "unknown: the run did not end (record was interrupted?)",
         ),
     }
-    match (info.exit_status, info.signal) {
-        (Some(code), _) => sheet.item("exit status", code.to_string()),
-        (None, Some(signal)) => sheet.item("exit status", killed_by(signal)),
-        (None, None) => sheet.item("exit status", "unknown"),
+    match (info.exit_status, info.signal, &info.attach) {
+        (Some(code), _, _) => sheet.item("exit status", code.to_string()),
+        (None, Some(signal), _) => sheet.item("exit status", killed_by(signal)),
+        (None, None, Some(a)) if a.ended_by == "exit" => sheet.item("exit status", "exited while attached"),
+        (None, None, Some(_)) => sheet.item("exit status", "none: still running after the detach"),
+        (None, None, None) => sheet.item("exit status", "unknown"),
+    }
+    if let Some(a) = &info.attach {
+        attach_info(sheet, a);
     }
     sheet.item("tracer", &info.tracer);
     sheet.item("options", options(&info.options));
+}
+
+/// How `fntrace attach` went.
+fn attach_info(sheet: &mut Sheet, a: &AttachInfo) {
+    let loaded = if a.loaded {
+        "runtime loaded"
+    } else {
+        "runtime already loaded by an earlier attach"
+    };
+    sheet.item(
+        "attached",
+        format!(
+            "to pid {} in {} ({loaded}; set-up {} while the process ran)",
+            a.pid,
+            human(a.attach_ns).trim(),
+            human(a.setup_ns).trim()
+        ),
+    );
+    sheet.item(
+        "longest pause",
+        format!(
+            "{} (thread {}, stopped to load the runtime)",
+            human(a.longest_pause_ns).trim(),
+            a.tid
+        ),
+    );
+    sheet.item(
+        "sites at attach",
+        format!("{} found, {} traced", a.sites, a.patched),
+    );
+    let detach = match (a.detach_ns, a.restored) {
+        (Some(ns), restored) => format!(
+            "in {} by {}; {} sites given back their original bytes",
+            human(ns).trim(),
+            a.ended_by,
+            restored.unwrap_or(0)
+        ),
+        (None, _) if a.ended_by == "exit" => "no: the process exited".into(),
+        (None, _) if a.ended_by == "detached" => "by fntrace ctl detach".into(),
+        (None, _) => "unknown: fntrace attach did not end (interrupted?)".into(),
+    };
+    sheet.item("detached", detach);
 }
 
 /// The options that were given, `name value` separated by commas.

@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
+pub mod attach;
+pub mod ctl;
 pub mod dump;
 pub mod flamegraph;
 pub mod graph;

@@ -123,6 +123,7 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
         end_unix_ns: None,
         exit_status: None,
         signal: None,
+        attach: None,
     };
     prepare_dir(&dir, &info)?;
 
@@ -171,7 +172,7 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
 
 /// The `FNTRACE_*` variables for the runtime (`docs/FORMAT.md`); `None`
 /// removes a variable the caller's environment may have left behind.
-fn environment(request: &Request, dir: &Path) -> Vec<(&'static str, Option<OsString>)> {
+pub fn environment(request: &Request, dir: &Path) -> Vec<(&'static str, Option<OsString>)> {
     let o = &request.options;
     let list = |v: &[String], sep: &str| (!v.is_empty()).then(|| OsString::from(v.join(sep)));
     let number = |n: Option<u64>| n.map(|n| OsString::from(n.to_string()));
@@ -215,7 +216,7 @@ fn check_sites(program: &Path, name: &str) -> anyhow::Result<()> {
 /// Makes `dir` a fresh data directory holding `info.json`. An existing data
 /// directory becomes `DIR.old` (an older `DIR.old` is removed) once the new
 /// one is ready; anything else in the way is an error.
-fn prepare_dir(dir: &Path, info: &RunInfo) -> anyhow::Result<()> {
+pub fn prepare_dir(dir: &Path, info: &RunInfo) -> anyhow::Result<()> {
     let shown = dir.display();
     let parent = dir.parent().unwrap_or(Path::new("/"));
     let name = dir
@@ -269,7 +270,7 @@ fn has_process(dir: &Path) -> bool {
 }
 
 /// Writes `info.json` through a temporary file and `rename`.
-fn write_info(dir: &Path, info: &RunInfo) -> anyhow::Result<()> {
+pub fn write_info(dir: &Path, info: &RunInfo) -> anyhow::Result<()> {
     let path = dir.join(layout::INFO);
     let tmp = dir.join(format!("{}.tmp", layout::INFO));
     fs::write(&tmp, info.to_json()).with_context(|| format!("cannot write {}", tmp.display()))?;
@@ -277,7 +278,7 @@ fn write_info(dir: &Path, info: &RunInfo) -> anyhow::Result<()> {
 }
 
 /// Now, in nanoseconds since the Unix epoch.
-fn unix_now_ns() -> u64 {
+pub fn unix_now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))

@@ -115,3 +115,9 @@ pub fn runtime() {
         );
     });
 }
+
+/// The tests' effective user id (the owner of `/proc/self`).
+pub fn uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").unwrap().uid()
+}

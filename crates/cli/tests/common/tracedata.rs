@@ -49,6 +49,7 @@ impl DataDir {
             end_unix_ns: Some(UNIX0 + duration_ns),
             exit_status: Some(exit),
             signal: None,
+            attach: None,
         };
         std::fs::write(self.dir.join(layout::INFO), info.to_json()).unwrap();
     }

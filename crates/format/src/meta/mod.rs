@@ -52,6 +52,49 @@ pub struct RunInfo {
     /// The signal that killed the command, if one did.
     #[serde(default)]
     pub signal: Option<i32>,
+    /// For `fntrace attach`: how the attach and the detach went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach: Option<AttachInfo>,
+}
+
+/// `info.json`'s `attach`: a recording of a process that was already
+/// running (`fntrace attach`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct AttachInfo {
+    /// The process.
+    pub pid: u32,
+    /// The thread that was stopped to load the runtime.
+    #[serde(default)]
+    pub tid: u32,
+    /// The longest time any thread of the process was stopped (ns).
+    #[serde(default)]
+    pub longest_pause_ns: u64,
+    /// The runtime was loaded by this attach (false: it was there from an
+    /// earlier one).
+    #[serde(default)]
+    pub loaded: bool,
+    /// From the start of `fntrace attach` to recording (ns).
+    #[serde(default)]
+    pub attach_ns: u64,
+    /// Of which the runtime's set-up in the process, while it ran (ns).
+    #[serde(default)]
+    pub setup_ns: u64,
+    /// Patchable sites in the process, and those patched at start.
+    #[serde(default)]
+    pub sites: u64,
+    /// Sites patched at the start.
+    #[serde(default)]
+    pub patched: u64,
+    /// How long the detach took (ns); `None` if it did not happen.
+    #[serde(default)]
+    pub detach_ns: Option<u64>,
+    /// Sites given their original bytes back at the detach.
+    #[serde(default)]
+    pub restored: Option<u64>,
+    /// Why the recording ended: `interrupt`, `duration`, `exit`, `detached`
+    /// (by `fntrace ctl PID detach`).
+    #[serde(default)]
+    pub ended_by: String,
 }
 
 /// One loaded module (executable or shared library) of a process.
@@ -130,6 +173,7 @@ impl Default for RunInfo {
             end_unix_ns: None,
             exit_status: None,
             signal: None,
+            attach: None,
         }
     }
 }

@@ -1,0 +1,314 @@
+//! `fntrace attach PID [OPTIONS]`: records a process that is already
+//! running, then leaves it as it was. One of its threads is stopped for a
+//! moment (ptrace) to load the runtime and start its control thread; the
+//! runtime takes the sites over while the program runs, records like
+//! `fntrace record`, and on detach puts every site's bytes back.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use fntrace_format::layout;
+use fntrace_format::meta::{AttachInfo, RunInfo, VERSION};
+
+use crate::cmd::record;
+use crate::control::{self, Failure};
+use crate::launch;
+use crate::options::RecordFlags;
+use crate::units::{human, parse_duration};
+
+const AFTER_HELP: &str = "\
+Recording goes on until Ctrl-C, --duration, 'fntrace ctl PID detach', or
+the process exits; then the process's code is as it was before (every
+site's original bytes are put back) and fntrace replay, report, dump ...
+read DIR as usual. While attached, 'fntrace ctl PID ...' changes the
+filters. One thread of the process is stopped while the runtime library
+loads (typically about a millisecond; 'fntrace info' shows how long).
+
+ptrace must be allowed: the same user, and /proc/sys/kernel/yama/ptrace_scope
+0 (or 1 for a child of fntrace), or CAP_SYS_PTRACE.
+
+Examples:
+  fntrace attach 1234
+  fntrace attach -F 'handle_*' --duration 10s -o server.data $(pidof server)";
+
+/// Record a running process (until Ctrl-C), then detach and leave it as it was.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// The process to trace.
+    #[arg(value_name = "PID")]
+    pid: i32,
+    /// The data directory to write.
+    #[arg(short, long, value_name = "DIR", default_value = layout::DEFAULT_DIR)]
+    output: PathBuf,
+    /// Detach after this long (100ms, 2s; a bare number is ns).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    duration: Option<u64>,
+    #[command(flatten)]
+    flags: RecordFlags,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let pid = args.pid;
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    if pid <= 0 || !proc_dir.exists() {
+        anyhow::bail!("no process with PID {pid}");
+    }
+    crate::inject::check(pid).map_err(anyhow::Error::msg)?;
+    let name = std::fs::read_to_string(proc_dir.join("comm"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| pid.to_string());
+    let argv = target_argv(&proc_dir);
+    let request = args
+        .flags
+        .into_request(argv.iter().map(Into::into).collect(), args.output.clone());
+    if !request.options.force {
+        check_sites(&proc_dir, pid, &name)?;
+    }
+    let dir = control::dir()?;
+    let socket = control::socket(&dir, pid);
+    if control::request(&socket, "status", Duration::from_secs(2)).is_ok() {
+        anyhow::bail!(
+            "process {pid} ({name}) is already attached ('fntrace ctl {pid} detach' ends that session)"
+        );
+    }
+    let runtime = launch::find_runtime()?;
+    let link = control::runtime_link(&dir, &runtime)?;
+    let out = std::path::absolute(&args.output)
+        .with_context(|| format!("{}: bad output directory", args.output.display()))?;
+    let mut info = RunInfo {
+        version: VERSION,
+        command: argv,
+        cwd: std::fs::read_link(proc_dir.join("cwd"))
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+        tracer: request.tracer.as_str().to_string(),
+        options: serde_json::to_value(&request.options)?,
+        start_unix_ns: record::unix_now_ns(),
+        ..RunInfo::default()
+    };
+    record::prepare_dir(&out, &info)?;
+    let mut settings: Vec<(String, String)> = record::environment(&request, &out)
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.to_string(), v?.to_string_lossy().into_owned())))
+        .collect();
+    settings.push(("FNTRACE_CTL".into(), socket.display().to_string()));
+    let settings_path = control::settings_file(&dir, pid);
+    control::write_settings(&settings_path, &settings)?;
+
+    // Loaded now, the runtime's constructor starts the session (it finds the
+    // settings beside the link it was loaded through); loaded before, it
+    // is started by `fntrace_attach`.
+    let injected = crate::inject::inject_with(
+        pid,
+        &link,
+        "fntrace_attach",
+        &settings_path.display().to_string(),
+        false,
+    );
+    let injection = match injected {
+        Ok(i) => i,
+        Err(e) => {
+            let _ = std::fs::remove_file(&settings_path);
+            anyhow::bail!("{e}");
+        }
+    };
+    match injection.result {
+        0 => {}
+        -2 => anyhow::bail!("process {pid} ({name}) is already traced (it was started by fntrace record or links the runtime)"),
+        -3 => anyhow::bail!("process {pid} ({name}) is already attached"),
+        n => anyhow::bail!("the runtime could not start in process {pid} (code {n})"),
+    }
+    let ready = wait_ready(&socket, pid);
+    let _ = std::fs::remove_file(&settings_path);
+    let ready = ready.with_context(|| format!("cannot attach to process {pid} ({name})"))?;
+    let attach_ns = started.elapsed().as_nanos() as u64;
+    let mut attach = AttachInfo {
+        pid: pid as u32,
+        tid: injection.tid as u32,
+        longest_pause_ns: injection.pause.as_nanos() as u64,
+        loaded: injection.loaded,
+        attach_ns,
+        setup_ns: control::field(&ready, "setup_us").unwrap_or(0) * 1000,
+        sites: control::field(&ready, "sites").unwrap_or(0),
+        patched: control::field(&ready, "patched").unwrap_or(0),
+        ..AttachInfo::default()
+    };
+    eprintln!(
+        "fntrace: attached to {pid} ({name}) in {}: {} sites, {} traced; thread {} was stopped for {}; recording to {} ({})",
+        human(attach_ns).trim(),
+        attach.sites,
+        attach.patched,
+        injection.tid,
+        human(attach.longest_pause_ns).trim(),
+        args.output.display(),
+        match args.duration {
+            Some(d) => format!("for {}", human(d).trim()),
+            None => "Ctrl-C to detach".into(),
+        }
+    );
+    info.attach = Some(attach.clone());
+    record::write_info(&out, &info)?;
+
+    let ended_by = wait(pid, &socket, args.duration)?;
+    attach.ended_by = ended_by.to_string();
+    let mut code = ExitCode::SUCCESS;
+    if ended_by == "interrupt" || ended_by == "duration" {
+        let t0 = Instant::now();
+        match control::request(&socket, "detach", Duration::from_secs(60)) {
+            Ok(answer) => {
+                attach.detach_ns = Some(t0.elapsed().as_nanos() as u64);
+                attach.restored = control::field(&answer, "restored");
+                eprintln!(
+                    "fntrace: detached from {pid} in {}: {} sites given back their bytes",
+                    human(t0.elapsed().as_nanos() as u64).trim(),
+                    attach.restored.unwrap_or(0)
+                );
+            }
+            Err(Failure::NoSession) if !alive(pid) => attach.ended_by = "exit".into(),
+            Err(e) => {
+                eprintln!("fntrace: error: cannot detach from process {pid}: {e}");
+                code = ExitCode::FAILURE;
+            }
+        }
+    }
+    if attach.ended_by == "exit" {
+        eprintln!("fntrace: process {pid} ({name}) exited");
+    }
+    info.end_unix_ns = Some(record::unix_now_ns());
+    info.attach = Some(attach);
+    record::write_info(&out, &info)?;
+    Ok(code)
+}
+
+/// The process's command line.
+fn target_argv(proc_dir: &Path) -> Vec<String> {
+    std::fs::read(proc_dir.join("cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Fails when no module mapped in the process has a patchable site.
+fn check_sites(proc_dir: &Path, pid: i32, name: &str) -> anyhow::Result<()> {
+    let maps = match std::fs::read_to_string(proc_dir.join("maps")) {
+        Ok(maps) => maps,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            anyhow::bail!("{}", crate::inject::permission(pid))
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read the mappings of process {pid}")),
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    for line in maps.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (Some(perms), Some(path)) = (fields.get(1), fields.get(5)) else {
+            continue;
+        };
+        if !perms.contains('x') || !path.starts_with('/') || !seen.insert(path.to_string()) {
+            continue;
+        }
+        let file = output_name(path);
+        if file.starts_with("ld-linux") || file == launch::RUNTIME {
+            continue;
+        }
+        let inside = proc_dir.join("root").join(path.trim_start_matches('/'));
+        let Ok(data) = std::fs::read(&inside).or_else(|_| std::fs::read(path)) else {
+            continue;
+        };
+        if marked(&data) || fntrace_sites::discover(&data).is_ok_and(|b| !b.sites.is_empty()) {
+            return Ok(());
+        }
+    }
+    anyhow::bail!(
+        "process {pid} ({name}) has no patchable sites (build it with gcc -pg -mfentry, \
+         -fpatchable-function-entry=5 or clang -fxray-instrument; see 'fntrace list --help')"
+    )
+}
+
+/// A quick look before the whole discovery (which takes 0.15 s for
+/// 100,000 functions): a table of sites the compiler wrote, or a call of a
+/// tracing hook through the dynamic linker. The runtime counts the sites
+/// exactly and gives up cleanly if there are none.
+fn marked(data: &[u8]) -> bool {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let Ok(file) = object::File::parse(data) else {
+        return false;
+    };
+    let tables = ["__mcount_loc", "__patchable_function_entries", "xray_instr_map"];
+    let hooks = ["__fentry__", "mcount", "_mcount", "__cyg_profile_func_enter"];
+    file.sections()
+        .any(|s| s.size() > 0 && s.name().is_ok_and(|n| tables.contains(&n)))
+        || file
+            .dynamic_symbols()
+            .any(|s| s.is_undefined() && s.name().is_ok_and(|n| hooks.contains(&n)))
+}
+
+fn output_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Whether the process is still there (not a zombie).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
+/// Waits until the runtime in the process answers `ready`.
+fn wait_ready(socket: &Path, pid: i32) -> anyhow::Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match control::request(socket, "ready", Duration::from_secs(120)) {
+            Ok(answer) => return Ok(answer),
+            Err(Failure::NoSession) => {}
+            Err(e) => anyhow::bail!("{e}"),
+        }
+        if !alive(pid) {
+            anyhow::bail!("process {pid} exited during attach");
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("the runtime did not start within 2 minutes");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Waits for Ctrl-C, the duration, the process's end or a detach by
+/// `fntrace ctl`; says which.
+fn wait(pid: i32, socket: &Path, duration: Option<u64>) -> anyhow::Result<&'static str> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))?;
+    }
+    let until = duration.map(|d| Instant::now() + Duration::from_nanos(d));
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok("interrupt");
+        }
+        if until.is_some_and(|u| Instant::now() >= u) {
+            return Ok("duration");
+        }
+        if !alive(pid) {
+            return Ok("exit");
+        }
+        if !socket.exists() {
+            return Ok(if alive(pid) { "detached" } else { "exit" });
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

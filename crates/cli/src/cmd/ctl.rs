@@ -1,0 +1,88 @@
+//! `fntrace ctl PID COMMAND [ARG]`: changes what an attached process
+//! records, as writing to tracefs files does for the kernel's ftrace —
+//! `filter`, `notrace`, `depth`, `tracing on|off` — or ends the session
+//! (`detach`); `status` tells what is traced.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::control::{self, Failure};
+
+const AFTER_HELP: &str = "\
+Commands:
+  filter PATTERNS   trace only these functions (empty: all), as -F
+  notrace PATTERNS  never trace these, as -N
+  depth N           record calls nested at most N deep (0: no limit)
+  tracing on|off    stop or resume tracing (sites go back to NOPs while off)
+  status            sites, sites traced, tracing on or off
+  detach            end the session (as Ctrl-C to fntrace attach)
+PATTERNS are separated by spaces or commas, in ftrace's syntax.
+
+Examples:
+  fntrace ctl 1234 filter 'parse_* lex_*'
+  fntrace ctl 1234 tracing off";
+
+/// Change what an attached process records (filters, depth, tracing on/off), or detach.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// The attached process.
+    #[arg(value_name = "PID")]
+    pid: i32,
+    /// What to do.
+    #[arg(value_enum, value_name = "COMMAND")]
+    command: Verb,
+    /// Its argument (patterns, a number, on or off).
+    #[arg(value_name = "ARG", num_args = 0.., allow_hyphen_values = true)]
+    arg: Vec<String>,
+}
+
+/// The commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Verb {
+    Filter,
+    Notrace,
+    Depth,
+    Tracing,
+    Status,
+    Detach,
+}
+
+/// A request, after the edge.
+fn line(verb: Verb, arg: &[String]) -> Result<String, String> {
+    let arg = arg.join(" ");
+    Ok(match verb {
+        Verb::Filter => format!("filter {arg}"),
+        Verb::Notrace => format!("notrace {arg}"),
+        Verb::Depth => match arg.trim().parse::<u32>() {
+            Ok(n) => format!("depth {n}"),
+            Err(_) => return Err(format!("depth takes a number (0: no limit), not '{arg}'")),
+        },
+        Verb::Tracing => match arg.trim() {
+            "on" | "off" => format!("tracing {}", arg.trim()),
+            _ => return Err(format!("tracing takes on or off, not '{arg}'")),
+        },
+        Verb::Status if arg.is_empty() => "status".into(),
+        Verb::Detach if arg.is_empty() => "detach".into(),
+        Verb::Status | Verb::Detach => return Err(format!("{verb:?} takes no argument").to_lowercase()),
+    })
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let request = line(args.command, &args.arg).map_err(anyhow::Error::msg)?;
+    let pid = args.pid;
+    if pid <= 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        anyhow::bail!("no process with PID {pid}");
+    }
+    let socket = control::socket(&control::dir()?, pid);
+    match control::request(&socket, &request, Duration::from_secs(60)) {
+        Ok(answer) => {
+            println!("{}", if answer.is_empty() { "ok" } else { &answer });
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(Failure::NoSession) => {
+            anyhow::bail!("process {pid} is not attached (fntrace attach {pid} first)")
+        }
+        Err(e) => anyhow::bail!("process {pid}: {e}"),
+    }
+}

@@ -1,0 +1,153 @@
+//! The control channel of an attach session: the user's private
+//! directory, the runtime's socket for a process, the settings file the
+//! runtime reads when it is injected, and the one-line request/answer
+//! exchange that `fntrace attach` and `fntrace ctl` make over the socket.
+//!
+//! The directory is `$XDG_RUNTIME_DIR/fntrace` (a per-user tmpfs on systemd
+//! machines), else `/tmp/fntrace-UID`. It must be a real directory owned by
+//! the user with no group or other permissions: anyone who could write in
+//! it could steer a traced process (docs/ATTACH.md).
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+
+/// The name under which the runtime is injected: it tells the runtime's
+/// constructor not to set up in the stopped thread (the runtime's
+/// `attach::ATTACH_NAME`).
+pub const ATTACH_NAME: &str = "libfntrace_attach.so";
+
+/// This process's effective user id (the owner of `/proc/self`).
+pub fn uid() -> u32 {
+    std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid())
+}
+
+/// The user's control directory, made (0700) if missing and checked.
+pub fn dir() -> anyhow::Result<PathBuf> {
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute() && d.is_dir());
+    let dir = match base {
+        Some(base) => base.join("fntrace"),
+        None => PathBuf::from(format!("/tmp/fntrace-{}", uid())),
+    };
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+    }
+    let meta = std::fs::symlink_metadata(&dir).with_context(|| format!("cannot read {}", dir.display()))?;
+    if !meta.is_dir() || meta.uid() != uid() || meta.mode() & 0o077 != 0 {
+        anyhow::bail!(
+            "{} is not a private directory of yours (it must be a directory owned by you with mode 0700); remove it",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// The runtime's socket in process `pid`.
+pub fn socket(dir: &Path, pid: i32) -> PathBuf {
+    dir.join(format!("{pid}.sock"))
+}
+
+/// The settings file for process `pid`.
+pub fn settings_file(dir: &Path, pid: i32) -> PathBuf {
+    dir.join(format!("{pid}.conf"))
+}
+
+/// Writes the settings (`KEY=VALUE` lines, mode 0600).
+pub fn write_settings(path: &Path, settings: &[(String, String)]) -> anyhow::Result<()> {
+    let mut text = String::new();
+    for (key, value) in settings {
+        if value.contains('\n') {
+            anyhow::bail!("bad value for {key}: it contains a line break");
+        }
+        text.push_str(&format!("{key}={value}\n"));
+    }
+    let _ = std::fs::remove_file(path);
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The link `dir/libfntrace_attach.so` to the runtime library.
+pub fn runtime_link(dir: &Path, runtime: &Path) -> anyhow::Result<PathBuf> {
+    let link = dir.join(ATTACH_NAME);
+    let runtime =
+        std::fs::canonicalize(runtime).with_context(|| format!("cannot find {}", runtime.display()))?;
+    if std::fs::read_link(&link).ok().as_deref() != Some(runtime.as_path()) {
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&runtime, &link)
+            .with_context(|| format!("cannot make {}", link.display()))?;
+    }
+    Ok(link)
+}
+
+/// Why a request got no answer.
+#[derive(Debug)]
+pub enum Failure {
+    /// No runtime listens for this process.
+    NoSession,
+    /// The runtime answered `error ...`.
+    Refused(String),
+    /// Anything else (a broken connection).
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::NoSession => write!(f, "no fntrace session in this process (is it attached?)"),
+            Failure::Refused(e) => write!(f, "{e}"),
+            Failure::Io(e) => write!(f, "the session did not answer: {e}"),
+        }
+    }
+}
+
+/// Sends one request line; gives the text after `ok`.
+pub fn request(socket: &Path, line: &str, timeout: Duration) -> Result<String, Failure> {
+    let mut stream = match UnixStream::connect(socket) {
+        Ok(s) => s,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Err(Failure::NoSession)
+        }
+        Err(e) => return Err(Failure::Io(e)),
+    };
+    stream.set_read_timeout(Some(timeout)).map_err(Failure::Io)?;
+    stream
+        .write_all(format!("{line}\n").as_bytes())
+        .map_err(Failure::Io)?;
+    let mut answer = String::new();
+    BufReader::new(&stream)
+        .read_line(&mut answer)
+        .map_err(Failure::Io)?;
+    let answer = answer.trim();
+    if let Some(rest) = answer.strip_prefix("ok") {
+        Ok(rest.trim().to_string())
+    } else if let Some(rest) = answer.strip_prefix("error") {
+        Err(Failure::Refused(rest.trim().to_string()))
+    } else {
+        Err(Failure::Io(std::io::Error::other(format!(
+            "unexpected answer '{answer}'"
+        ))))
+    }
+}
+
+/// `key=value` fields of an answer.
+pub fn field(answer: &str, key: &str) -> Option<u64> {
+    answer
+        .split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, v)| v.parse().ok())
+}
