@@ -705,3 +705,38 @@ fn exceptions_while_attached() {
     }
     assert_eq!(target.quit().1, 0);
 }
+
+/// The process ends while attached: `fntrace attach` ends with it, and the
+/// trace (written by the runtime's exit handler) is whole.
+#[test]
+fn target_exits_while_attached() {
+    procs::runtime();
+    let work = Work::new("attach-exit");
+    let bin = build(&work, &FENTRY);
+    let target = Target::start(&bin, &work);
+    let pid = target.pid;
+    let dir = work.path("exit.data");
+    let mut attach = Attach::start(pid, &dir, &[]);
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(target.quit().1, 0);
+    let out = attach.wait();
+    let said = procs::text(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("exited"), "{said}");
+    assert!(!control_socket(pid).exists(), "the stale socket was left");
+    assert!(check_calls(&replay(&dir), false).0 > 0);
+    let info = fntrace_ok(&["info", dir.to_str().unwrap()]).0;
+    assert!(info.contains("exited while attached"), "{info}");
+}
+
+/// The runtime's socket for `pid` in the tests' control directory.
+fn control_socket(pid: i32) -> PathBuf {
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute() && d.is_dir());
+    match base {
+        Some(base) => base.join("fntrace"),
+        None => PathBuf::from(format!("/tmp/fntrace-{}", procs::uid())),
+    }
+    .join(format!("{pid}.sock"))
+}

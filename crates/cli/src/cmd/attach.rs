@@ -178,6 +178,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     if attach.ended_by == "exit" {
+        // The runtime died with the process: its socket is stale.
+        let _ = std::fs::remove_file(&socket);
         eprintln!("fntrace: process {pid} ({name}) exited");
     }
     info.end_unix_ns = Some(record::unix_now_ns());
