@@ -28,18 +28,19 @@ struct Target {
 
 impl Target {
     fn start(bin: &Path, work: &Work) -> Target {
-        let mut child = Command::new(bin)
-            .current_dir(&work.dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let target = Target::spawn(Command::new(bin).current_dir(&work.dir));
+        assert_eq!(target.pid as u32, target.child.id());
+        target
+    }
+
+    /// Starts `cmd`, which runs the workload (itself, or under fntrace).
+    fn spawn(cmd: &mut Command) -> Target {
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
         let pid: i32 = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
-        assert_eq!(pid as u32, child.id());
         Target {
             child,
             stdin,
@@ -739,4 +740,38 @@ fn control_socket(pid: i32) -> PathBuf {
         None => PathBuf::from(format!("/tmp/fntrace-{}", procs::uid())),
     }
     .join(format!("{pid}.sock"))
+}
+
+/// A process traced since its start (`fntrace record`) and one attached
+/// already are refused; `fntrace ctl PID detach` ends an attach session.
+#[test]
+fn attach_refuses_traced_processes() {
+    procs::runtime();
+    let work = Work::new("attach-traced");
+    let bin = build(&work, &PATCHABLE);
+    let attach = |pid: i32, dir: &str| {
+        common::fntrace_output(&["attach", &pid.to_string(), "-o", work.path(dir).to_str().unwrap()])
+    };
+
+    let mut recorded = Target::spawn(
+        fntrace()
+            .args(["record", "-o", work.path("rec.data").to_str().unwrap()])
+            .arg(&bin)
+            .current_dir(&work.dir),
+    );
+    common::assert_fails(&attach(recorded.pid, "x.data"), 1, "is already traced");
+    assert!(!work.path("x.data").exists(), "a data directory was left");
+    assert_eq!(recorded.report().1, 0);
+
+    let target = Target::start(&bin, &work);
+    let mut first = Attach::start(target.pid, &work.path("a.data"), &[]);
+    common::assert_fails(&attach(target.pid, "b.data"), 1, "is already attached");
+    assert!(ctl(target.pid, &["detach"]).contains("restored="));
+    let out = first.wait();
+    assert!(out.status.success(), "{}", procs::text(&out.stderr));
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(work.path("a.data/info.json")).unwrap()).unwrap();
+    assert_eq!(info["attach"]["ended_by"], "detached");
+    let fresh = Target::start(&bin, &work);
+    assert_same_code(target.pid, fresh.pid, "after ctl detach");
 }

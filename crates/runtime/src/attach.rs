@@ -132,7 +132,7 @@ fn serve(config: &str) {
     let mut session = Session {
         settings,
         tracing: true,
-        started: None,
+        started: false,
     };
     let start = Instant::now();
     let ready = session
@@ -221,7 +221,7 @@ struct Session {
     /// `tracing on` (the tracer's ops registered).
     tracing: bool,
     /// The tracer started (a session directory is open).
-    started: Option<()>,
+    started: bool,
 }
 
 impl Session {
@@ -245,7 +245,7 @@ impl Session {
         }
         let hooks = crate::gothook::install();
         tracer::start(&lookup(&self.settings), true)?;
-        self.started = Some(());
+        self.started = true;
         Ok(format!("{} unwind_hooks={hooks}", self.status()))
     }
 
@@ -292,7 +292,7 @@ impl Session {
     /// trampoline, which must outlive every such call.
     fn end(&mut self) -> Result<String, String> {
         refresh_modules();
-        if self.started.take().is_some() {
+        if std::mem::take(&mut self.started) {
             tracer::stop();
         } else {
             tracer::unregister();

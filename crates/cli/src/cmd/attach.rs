@@ -111,22 +111,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &settings_path.display().to_string(),
         false,
     );
-    let injection = match injected {
-        Ok(i) => i,
+    let started_session = injected.map_err(anyhow::Error::msg).and_then(|injection| {
+        // `fntrace_attach` returns an `int`: the low half of rax.
+        match injection.result as i32 {
+            0 => {}
+            -2 => anyhow::bail!(
+                "process {pid} ({name}) is already traced (it was started by fntrace record or links the runtime)"
+            ),
+            -3 => anyhow::bail!("process {pid} ({name}) is already attached"),
+            n => anyhow::bail!("the runtime could not start in process {pid} (code {n})"),
+        }
+        let ready = wait_ready(&socket, pid).with_context(|| format!("cannot attach to process {pid} ({name})"))?;
+        Ok((injection, ready))
+    });
+    let _ = std::fs::remove_file(&settings_path);
+    let (injection, ready) = match started_session {
+        Ok(r) => r,
         Err(e) => {
-            let _ = std::fs::remove_file(&settings_path);
-            anyhow::bail!("{e}");
+            // Nothing was recorded: no data directory is left behind.
+            let _ = std::fs::remove_dir_all(&out);
+            return Err(e);
         }
     };
-    match injection.result {
-        0 => {}
-        -2 => anyhow::bail!("process {pid} ({name}) is already traced (it was started by fntrace record or links the runtime)"),
-        -3 => anyhow::bail!("process {pid} ({name}) is already attached"),
-        n => anyhow::bail!("the runtime could not start in process {pid} (code {n})"),
-    }
-    let ready = wait_ready(&socket, pid);
-    let _ = std::fs::remove_file(&settings_path);
-    let ready = ready.with_context(|| format!("cannot attach to process {pid} ({name})"))?;
     let attach_ns = started.elapsed().as_nanos() as u64;
     let mut attach = AttachInfo {
         pid: pid as u32,
