@@ -775,3 +775,35 @@ fn attach_refuses_traced_processes() {
     let fresh = Target::start(&bin, &work);
     assert_same_code(target.pid, fresh.pid, "after ctl detach");
 }
+
+/// Each attach session has its own counts: `--tracer profile` twice on one
+/// process; parked() returns exactly once per `tick`, so its calls are
+/// known in each session.
+#[test]
+fn profile_per_session() {
+    procs::runtime();
+    let work = Work::new("attach-profile");
+    let bin = build(&work, &FENTRY);
+    let mut target = Target::start(&bin, &work);
+    let calls_of_parked = |dir: &Path| -> u64 {
+        let report = fntrace_ok(&["report", dir.to_str().unwrap()]).0;
+        let line = report
+            .lines()
+            .find(|l| l.trim_end().ends_with(" parked"))
+            .unwrap_or_else(|| panic!("{report}"));
+        line.split_whitespace().nth(4).unwrap().parse().unwrap()
+    };
+    // Session 1: parked() was entered before the attach (not traced); the
+    // first tick ends that call and enters a traced one; each later tick
+    // ends one traced call. Session 2 begins with that call open.
+    for (session, ticks, expected) in [(1, 3, 2), (2, 2, 2)] {
+        let dir = work.path(&format!("p{session}.data"));
+        let attach = Attach::start(target.pid, &dir, &["--tracer", "profile"]);
+        for _ in 0..ticks {
+            target.cmd("tick");
+        }
+        attach.detach();
+        assert_eq!(calls_of_parked(&dir), expected, "session {session}");
+    }
+    assert_eq!(target.quit().1, 0);
+}

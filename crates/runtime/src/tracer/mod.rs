@@ -249,6 +249,7 @@ pub fn start(var: &dyn Fn(&str) -> Option<String>, attached: bool) -> Result<(),
     // threads buffered since the last one ended is not this session's.
     if thread::FINISHED.load(Ordering::Acquire) {
         thread::reset_all();
+        profile::reset_all();
         writer::reset_files(&mut writer::files(), session.dir.clone());
         thread::FINISHED.store(false, Ordering::SeqCst);
     } else {

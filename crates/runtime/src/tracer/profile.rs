@@ -71,6 +71,23 @@ pub fn exit(t: &mut Thread, fid: u32, dur: u64, children: u64) {
 }
 
 /// The sum over every thread, by function id: (calls, total, self, min, max) in ticks.
+/// Forgets every count (a new session after `fntrace attach` detached);
+/// the calls still open (`active`) stay counted as such.
+pub fn reset_all() {
+    for t in thread::all() {
+        let p = t.profile.load(Ordering::Acquire);
+        let len = t.profile_len.load(Ordering::Acquire) as usize;
+        for fid in 0..len {
+            // SAFETY: `p` holds `len` cells, never unmapped (a grown table
+            // leaves the old one mapped).
+            let c = unsafe { &*p.add(fid) };
+            for a in [&c.calls, &c.total, &c.self_, &c.min, &c.max] {
+                a.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 pub fn totals() -> BTreeMap<u32, [u64; 5]> {
     let mut out: BTreeMap<u32, [u64; 5]> = BTreeMap::new();
     for t in thread::all() {
