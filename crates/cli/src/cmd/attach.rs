@@ -54,6 +54,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
+    let stop = interrupts()?;
     let pid = args.pid;
     let proc_dir = PathBuf::from(format!("/proc/{pid}"));
     if pid <= 0 || !proc_dir.exists() {
@@ -101,6 +102,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let settings_path = control::settings_file(&dir, pid);
     control::write_settings(&settings_path, &settings)?;
 
+    if stop.load(Ordering::Relaxed) {
+        let _ = std::fs::remove_file(&settings_path);
+        let _ = std::fs::remove_dir_all(&out);
+        anyhow::bail!("interrupted before attaching; process {pid} was not touched");
+    }
     // Loaded now, the runtime's constructor starts the session (it finds the
     // settings beside the link it was loaded through); loaded before, it
     // is started by `fntrace_attach`.
@@ -161,7 +167,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     info.attach = Some(attach.clone());
     record::write_info(&out, &info)?;
 
-    let ended_by = wait(pid, &socket, args.duration)?;
+    let ended_by = wait(pid, &socket, args.duration, &stop)?;
     attach.ended_by = ended_by.to_string();
     let mut code = ExitCode::SUCCESS;
     if ended_by == "interrupt" || ended_by == "duration" {
@@ -292,9 +298,9 @@ fn wait_ready(socket: &Path, pid: i32) -> anyhow::Result<String> {
     }
 }
 
-/// Waits for Ctrl-C, the duration, the process's end or a detach by
-/// `fntrace ctl`; says which.
-fn wait(pid: i32, socket: &Path, duration: Option<u64>) -> anyhow::Result<&'static str> {
+/// Ctrl-C (and SIGTERM, SIGHUP) from the start: one during the attach must
+/// end in a detach, not kill fntrace and leave the process attached.
+fn interrupts() -> anyhow::Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [
         signal_hook::consts::SIGINT,
@@ -303,6 +309,12 @@ fn wait(pid: i32, socket: &Path, duration: Option<u64>) -> anyhow::Result<&'stat
     ] {
         signal_hook::flag::register(signal, Arc::clone(&stop))?;
     }
+    Ok(stop)
+}
+
+/// Waits for `stop` (Ctrl-C), the duration, the process's end or a detach
+/// by `fntrace ctl`; says which.
+fn wait(pid: i32, socket: &Path, duration: Option<u64>, stop: &AtomicBool) -> anyhow::Result<&'static str> {
     let until = duration.map(|d| Instant::now() + Duration::from_nanos(d));
     loop {
         if stop.load(Ordering::Relaxed) {

@@ -3,6 +3,7 @@
 //! compared with (`objdump -d`, `readelf -x`, `llvm-xray extract`).
 #![allow(dead_code)]
 
+pub mod attach;
 pub mod check;
 pub mod procs;
 pub mod scenarios;
