@@ -175,3 +175,73 @@ fn repeated_attach_detach() {
     assert_eq!(target.quit().1, 0);
     drop(fresh);
 }
+
+/// Libraries loaded and unloaded while attached: `dlopen`, hooked in the
+/// GOT, takes a new library's sites in at once (its functions are traced
+/// without any `ctl`); one unloaded while attached is forgotten before the
+/// detach writes code; one loaded while attached and kept gets its
+/// original bytes back at the detach, and one loaded after the detach is
+/// not touched.
+#[test]
+fn libraries_loaded_while_attached() {
+    procs::runtime();
+    let work = Work::new("attach-dlopen");
+    let bin = build(&work, &FENTRY);
+    let plug = work.path("libplug.so");
+    let plug_src = common::program("attach/plug.c");
+    common::cc(
+        "gcc",
+        &[
+            "-O2",
+            "-shared",
+            "-fPIC",
+            "-pg",
+            "-mfentry",
+            &plug_src,
+            "-o",
+            plug.to_str().unwrap(),
+        ],
+    );
+    let load = format!("load {}", plug.display());
+    let mut fresh = Target::start(&bin, &work);
+    assert_eq!(fresh.cmd(&load), "ok");
+    let mut target = Target::start(&bin, &work);
+
+    // Loaded and unloaded while attached.
+    let dir = work.path("d1.data");
+    let attach = Attach::start(target.pid, &dir, &[]);
+    assert_eq!(target.cmd(&load), "ok");
+    assert_eq!(target.cmd("call"), "plug=37");
+    assert_eq!(target.cmd("unload"), "ok");
+    attach.detach();
+    let text = replay(&dir);
+    assert!(
+        text.contains("plug_work() {") && text.contains("plug_inner();"),
+        "{text}"
+    );
+    assert_same_code(target.pid, fresh.pid, "after a library came and went");
+
+    // Loaded while attached, kept across the detach.
+    let dir = work.path("d2.data");
+    let attach = Attach::start(target.pid, &dir, &[]);
+    assert_eq!(target.cmd(&load), "ok");
+    assert_eq!(target.cmd("call"), "plug=37");
+    attach.detach();
+    assert!(replay(&dir).contains("plug_work() {"));
+    assert_eq!(
+        code(target.pid, "/libplug.so"),
+        code(fresh.pid, "/libplug.so"),
+        "after the detach"
+    );
+    assert_eq!(target.cmd("call"), "plug=37");
+
+    // Loaded after the detach: left as it is.
+    assert_eq!(target.cmd("unload"), "ok");
+    assert_eq!(target.cmd(&load), "ok");
+    assert_eq!(
+        code(target.pid, "/libplug.so"),
+        code(fresh.pid, "/libplug.so"),
+        "loaded after the detach"
+    );
+    assert_eq!(target.quit().1, 0);
+}

@@ -32,6 +32,11 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// The runtime was set up by an attach (not preloaded).
 static ATTACHED: AtomicBool = AtomicBool::new(false);
 
+/// Whether an attach session is open.
+pub fn active() -> bool {
+    ACTIVE.load(Ordering::Acquire)
+}
+
 /// Whether the runtime came into this process by `fntrace attach`.
 pub fn attached() -> bool {
     ATTACHED.load(Ordering::Relaxed)

@@ -21,25 +21,57 @@ fn next<T: Copy>(cell: &OnceLock<usize>, name: &[u8]) -> Option<T> {
     (addr != 0).then(|| unsafe { std::mem::transmute_copy(&addr) })
 }
 
+/// The real `dlopen` and `dlclose`: found with `RTLD_NEXT` when the
+/// runtime is preloaded, given by `gothook` when it was injected.
+static REAL_DLOPEN: OnceLock<usize> = OnceLock::new();
+static REAL_DLCLOSE: OnceLock<usize> = OnceLock::new();
+
+/// The real functions behind the wrappers (`fntrace attach`: the wrappers
+/// are reached through GOT slots, not by interposition).
+pub fn set_real(dlopen: usize, dlclose: usize) {
+    let _ = REAL_DLOPEN.set(dlopen);
+    let _ = REAL_DLCLOSE.set(dlclose);
+}
+
+/// The wrappers' own addresses (the exported names may resolve to the C
+/// library's in a process the runtime was injected into).
+pub fn wrappers() -> [usize; 2] {
+    [
+        wrapped_dlopen as *const () as usize,
+        wrapped_dlclose as *const () as usize,
+    ]
+}
+
 /// `dlopen`, then take in the new modules.
 ///
 /// # Safety
 /// As the C library's `dlopen`.
 #[no_mangle]
 pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void {
-    static REAL: OnceLock<usize> = OnceLock::new();
-    let Some(real) = next::<DlOpen>(&REAL, b"dlopen\0") else {
+    // SAFETY: as the caller's.
+    unsafe { wrapped_dlopen(file, mode) }
+}
+
+unsafe extern "C" fn wrapped_dlopen(file: *const c_char, mode: c_int) -> *mut c_void {
+    let Some(real) = next::<DlOpen>(&REAL_DLOPEN, b"dlopen\0") else {
         return std::ptr::null_mut();
     };
     // SAFETY: forwarded as given.
     let handle = unsafe { real(file, mode) };
-    if !handle.is_null() {
+    // Detached (the hooks stay while a thread may return through a hijacked
+    // address): the process's code is its own; the next attach takes the
+    // new modules in.
+    if !handle.is_null() && (!crate::attach::attached() || crate::attach::active()) {
         let _errno = crate::sys::ErrnoGuard::new();
         crate::no_unwind("dlopen", || {
             let _ = api::with_state(|state| {
                 loader::load_new(state, true);
                 Ok(())
             });
+            if crate::attach::attached() {
+                // The new modules' GOT slots of the unwinder and the loader.
+                crate::gothook::install();
+            }
         });
     }
     handle
@@ -51,8 +83,12 @@ pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void
 /// As the C library's `dlclose`.
 #[no_mangle]
 pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
-    static REAL: OnceLock<usize> = OnceLock::new();
-    let Some(real) = next::<DlClose>(&REAL, b"dlclose\0") else {
+    // SAFETY: as the caller's.
+    unsafe { wrapped_dlclose(handle) }
+}
+
+unsafe extern "C" fn wrapped_dlclose(handle: *mut c_void) -> c_int {
+    let Some(real) = next::<DlClose>(&REAL_DLCLOSE, b"dlclose\0") else {
         return -1;
     };
     // SAFETY: forwarded as given.

@@ -1,11 +1,15 @@
-//! The unwinder's entry points in a process we attached to. Preloaded, the
-//! runtime interposes `_Unwind_RaiseException`, `__cxa_begin_catch`,
-//! `pthread_exit`... (`tracer/unwind.rs`) so that hijacked return addresses
-//! are put back before an unwinder reads the stack. Loaded by `fntrace
+//! The unwinder's and the loader's entry points in a process we attached
+//! to. Preloaded, the runtime interposes `_Unwind_RaiseException`,
+//! `__cxa_begin_catch`, `pthread_exit`... (`tracer/unwind.rs`) so that
+//! hijacked return addresses are put back before an unwinder reads the
+//! stack. Loaded by `fntrace
 //! attach` (`RTLD_LOCAL`, after every module was bound) it interposes
 //! nothing, so it writes its wrappers into the GOT slots through which the
 //! modules call those functions (the technique of `plthook`), and puts the
-//! slots back when no thread has a hijacked return address left.
+//! slots back when no thread has a hijacked return address left. `dlopen`
+//! and `dlclose` are hooked the same way, so that a library loaded while
+//! attached is taken in (and its slots hooked) at once, and one unloaded is
+//! forgotten before its code could be written.
 //!
 //! A GOT slot is one aligned word: a thread calling through it at the
 //! moment of the write reads either the old or the new address, and both
@@ -58,18 +62,26 @@ fn read_slot(slot: usize) -> usize {
 /// Hooks every module's GOT slots of the unwinder's entry points; returns
 /// how many slots hold a wrapper now.
 pub fn install() -> usize {
-    let names = tracer::unwind_names();
-    let wrappers = tracer::unwind_wrappers();
-    let mut real = [0usize; 5];
-    for (i, name) in names.iter().enumerate() {
-        let cname = std::ffi::CString::new(*name).expect("no NUL");
-        // SAFETY: dlsym with a NUL-terminated name. RTLD_DEFAULT searches
-        // the global scope, where our RTLD_LOCAL copy is not.
-        real[i] = unsafe { libc::dlsym(libc::RTLD_DEFAULT, cname.as_ptr()) } as usize;
-        if real[i] != 0 {
-            tracer::set_unwind_real(i, real[i]);
+    let unwind = tracer::unwind_names();
+    let mut names: Vec<&str> = unwind.to_vec();
+    names.extend(["dlopen", "dlclose"]);
+    let mut wrappers: Vec<usize> = tracer::unwind_wrappers().to_vec();
+    wrappers.extend(crate::dlhook::wrappers());
+    let real: Vec<usize> = names
+        .iter()
+        .map(|name| {
+            let cname = std::ffi::CString::new(*name).expect("no NUL");
+            // SAFETY: dlsym with a NUL-terminated name. RTLD_DEFAULT searches
+            // the global scope, where our RTLD_LOCAL copy is not.
+            unsafe { libc::dlsym(libc::RTLD_DEFAULT, cname.as_ptr()) as usize }
+        })
+        .collect();
+    for (i, &addr) in real.iter().enumerate().take(unwind.len()) {
+        if addr != 0 {
+            tracer::set_unwind_real(i, addr);
         }
     }
+    crate::dlhook::set_real(real[unwind.len()], real[unwind.len() + 1]);
     let mut hooked = hooked();
     for loaded in modules::loaded() {
         let name = loaded.name();

@@ -14,7 +14,11 @@
  *   report   rounds=R bad=B parks=P value=V   (V: one round's sum, the
  *            same in every run of the same build)
  *   quit     the report, then exit 0
+ *   load P   dlopen(P) and find its plug_work(); `ok`
+ *   call     plug_work(5): `plug=R` (R: 5 * 7 + 2, computed by the library)
+ *   unload   dlclose it; `ok`
  * It prints `ready PID` first. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -98,7 +102,9 @@ TWIN int main(void) {
     pthread_create(&t, NULL, parker, NULL);
     printf("ready %d\n", (int)getpid());
     fflush(stdout);
-    char line[64];
+    char line[4096];
+    void *plug = NULL;
+    int (*plug_work)(int) = NULL;
     while (fgets(line, sizeof line, stdin)) {
         if (strncmp(line, "tick", 4) == 0) {
             long before = atomic_load(&parks);
@@ -110,6 +116,20 @@ TWIN int main(void) {
             fflush(stdout);
         } else if (strncmp(line, "report", 6) == 0) {
             report();
+        } else if (strncmp(line, "load ", 5) == 0) {
+            line[strcspn(line, "\n")] = 0;
+            plug = dlopen(line + 5, RTLD_NOW);
+            plug_work = plug ? (int (*)(int))dlsym(plug, "plug_work") : NULL;
+            printf("%s\n", plug_work ? "ok" : dlerror());
+            fflush(stdout);
+        } else if (strncmp(line, "call", 4) == 0) {
+            printf("plug=%d\n", plug_work ? plug_work(5) : -1);
+            fflush(stdout);
+        } else if (strncmp(line, "unload", 6) == 0) {
+            printf("%s\n", plug && dlclose(plug) == 0 ? "ok" : "error");
+            plug = NULL;
+            plug_work = NULL;
+            fflush(stdout);
         } else if (strncmp(line, "quit", 4) == 0) {
             report();
             return 0;
