@@ -67,11 +67,15 @@ pub fn withdraw() -> Option<Table> {
 }
 
 fn take_back(old: *mut Table) -> Option<Table> {
-    if old.is_null() {
-        return None;
-    }
+    // Wait even when there was no table: a handler that loaded "no table"
+    // before the swap must be done before the new batch writes its first
+    // `int3`, or it would read that `int3`, find no table holding it and
+    // hand the trap to the program's disposition (the default kills).
     while ACTIVE.load(Ordering::SeqCst) != 0 {
         std::thread::yield_now();
+    }
+    if old.is_null() {
+        return None;
     }
     // SAFETY: `old` came from Box::into_raw in `publish`, is no longer
     // reachable through TABLE, and no handler is running that loaded it.
