@@ -49,8 +49,10 @@ pub fn install() -> io::Result<()> {
     Ok(())
 }
 
-/// Publishes the table of a batch before its first `int3` is written (and
-/// frees a previous one, once no handler can be reading it).
+/// Publishes the table of a batch before its first `int3` is written, and
+/// returns once no handler that read the table before it (or read that
+/// there was none) is still running: those could otherwise meet the new
+/// batch's `int3` without its table. A previous table is freed then.
 pub fn publish(table: Table) {
     let new = Box::into_raw(Box::new(table));
     let old = TABLE.swap(new, Ordering::SeqCst);
