@@ -250,7 +250,7 @@ pub fn start(var: &dyn Fn(&str) -> Option<String>, attached: bool) -> Result<(),
     if thread::FINISHED.load(Ordering::Acquire) {
         thread::reset_all();
         profile::reset_all();
-        writer::reset_files(&mut writer::files(), session.dir.clone());
+        writer::reset_in_child(&mut writer::files(), session.dir.clone());
         thread::FINISHED.store(false, Ordering::SeqCst);
     } else {
         writer::files().dir = Some(session.dir.clone());

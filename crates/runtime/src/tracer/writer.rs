@@ -312,12 +312,8 @@ pub fn stop_and_wait() {
     }
 }
 
-/// A new session's files (`fntrace attach` again): nothing of the last one.
-pub fn reset_files(files: &mut Files, dir: PathBuf) {
-    reset_in_child(files, dir);
-}
-
-/// In a forked child: the parent's files and partial marks are not ours.
+/// A forked child's files (the parent's files and partial marks are not
+/// its own), or a new session's (`fntrace attach` again).
 pub fn reset_in_child(files: &mut Files, dir: PathBuf) {
     files.files.clear();
     files.partial.clear();
