@@ -3,7 +3,10 @@
 /// A call instruction found in code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Call {
-    /// Length of the whole instruction in bytes.
+    /// Length of the whole instruction in bytes. On MIPS, a call is the
+    /// whole sequence a site consists of, its delay slot included (`-pg`'s
+    /// `move at, ra; jal _mcount; addiu sp, sp, -8`), and its address is the
+    /// sequence's first instruction.
     pub len: u8,
     /// Where it goes.
     pub target: CallTarget,
@@ -68,6 +71,29 @@ pub trait Isa: Sync {
     /// Calls `found(address, call)` for every call instruction in `code`
     /// (located at `addr`), decoding linearly from the start.
     fn for_each_call(&self, code: &[u8], addr: u64, found: &mut dyn FnMut(u64, Call));
+
+    /// [`Isa::decode_call`], for code whose calls may load their target
+    /// relative to a global pointer register with the link-time value `gp`
+    /// (MIPS PIC: `lw t9, %call16(f)(gp)`; `_gp`). With `None` the pointer is
+    /// taken as 0, so such a [`CallTarget::Memory`] holds the offset alone.
+    /// The default ignores `gp`.
+    fn decode_call_with_gp(&self, code: &[u8], addr: u64, gp: Option<u64>) -> Option<Call> {
+        let _ = gp;
+        self.decode_call(code, addr)
+    }
+
+    /// [`Isa::for_each_call`], with the global pointer of
+    /// [`Isa::decode_call_with_gp`]. The default ignores `gp`.
+    fn for_each_call_with_gp(
+        &self,
+        code: &[u8],
+        addr: u64,
+        gp: Option<u64>,
+        found: &mut dyn FnMut(u64, Call),
+    ) {
+        let _ = gp;
+        self.for_each_call(code, addr, found)
+    }
 
     /// Whether `code` (located at `addr`) may hold a call whose target
     /// `wanted` accepts. `false` means [`Isa::for_each_call`] would find no

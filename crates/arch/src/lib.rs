@@ -5,35 +5,102 @@
 //! on an instruction set lives behind the [`Isa`] trait, selected by the ELF
 //! `e_machine` of the file at hand with [`for_elf_machine`].
 //!
-//! Only x86-64 is implemented so far; MIPS and AArch64 will be added behind
-//! the same trait.
+//! x86-64, AArch64 and MIPS (o32 and n64, both byte orders) implement
+//! [`Isa`] (what sites look like) and [`Patcher`] (the plans that switch
+//! them, the veneers and trampolines); x86-64 also implements
+//! [`BreakpointPatcher`], the byte-level protocol its runtime uses.
 #![forbid(unsafe_code)]
 
+pub mod aarch64;
 mod isa;
+pub mod mips;
 pub mod patch;
+mod plan;
 pub mod x86_64;
 
 pub use isa::{Call, CallTarget, Isa, PointerReloc, RelocCall, SledKind};
-pub use patch::{Code, PatchError, Patcher, Resume, Shape, SlotLayout};
+pub use patch::{BreakpointPatcher, Code, PatchError, Resume, Shape, SlotLayout};
+pub use plan::{Family, Patcher, PlanError, PlanSite, State, TrampolineSpec, Write};
 
 /// ELF `e_machine` value of x86-64.
 pub const EM_X86_64: u16 = 62;
+/// ELF `e_machine` value of AArch64.
+pub const EM_AARCH64: u16 = 183;
+/// ELF `e_machine` value of MIPS (32- and 64-bit).
+pub const EM_MIPS: u16 = 8;
 
-/// The instruction layer for an ELF `e_machine`, or `None` if fntrace does
-/// not support that architecture yet.
-pub fn for_elf_machine(e_machine: u16) -> Option<&'static dyn Isa> {
-    match e_machine {
-        EM_X86_64 => Some(&x86_64::X86_64),
-        _ => None,
-    }
+/// Which ELF file an instruction layer is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElfArch {
+    /// `e_machine`.
+    pub machine: u16,
+    /// `ELFCLASS64`.
+    pub is_64: bool,
+    /// `ELFDATA2MSB`.
+    pub big_endian: bool,
 }
 
-/// The patching verbs for an ELF `e_machine`, if fntrace can patch it.
-pub fn patcher_for_elf_machine(e_machine: u16) -> Option<&'static dyn Patcher> {
-    match e_machine {
-        EM_X86_64 => Some(&x86_64::X86_64),
-        _ => None,
-    }
+impl ElfArch {
+    /// x86-64 (64-bit, little-endian).
+    pub const X86_64: ElfArch = ElfArch {
+        machine: EM_X86_64,
+        is_64: true,
+        big_endian: false,
+    };
+}
+
+/// The one of `layers` (x86-64, AArch64, MIPS32 BE/LE, MIPS64 BE/LE)
+/// for `arch`.
+fn pick<T: ?Sized>(arch: ElfArch, layers: [&'static T; 6]) -> Option<&'static T> {
+    let index = match (arch.machine, arch.is_64, arch.big_endian) {
+        (EM_X86_64, true, false) => 0,
+        (EM_AARCH64, true, false) => 1,
+        (EM_MIPS, false, true) => 2,
+        (EM_MIPS, false, false) => 3,
+        (EM_MIPS, true, true) => 4,
+        (EM_MIPS, true, false) => 5,
+        _ => return None,
+    };
+    Some(layers[index])
+}
+
+/// The instruction layer for an ELF file's architecture, or `None` if
+/// fntrace does not support it (32-bit x86-64 objects, big-endian AArch64).
+pub fn for_elf(arch: ElfArch) -> Option<&'static dyn Isa> {
+    use mips::{MIPS32_BE, MIPS32_LE, MIPS64_BE, MIPS64_LE};
+    pick::<dyn Isa>(
+        arch,
+        [
+            &x86_64::X86_64,
+            &aarch64::AARCH64,
+            &MIPS32_BE,
+            &MIPS32_LE,
+            &MIPS64_BE,
+            &MIPS64_LE,
+        ],
+    )
+}
+
+/// The generic patching verbs for an ELF file's architecture.
+pub fn patcher_for_elf(arch: ElfArch) -> Option<&'static dyn Patcher> {
+    use mips::{MIPS32_BE, MIPS32_LE, MIPS64_BE, MIPS64_LE};
+    pick::<dyn Patcher>(
+        arch,
+        [
+            &x86_64::X86_64,
+            &aarch64::AARCH64,
+            &MIPS32_BE,
+            &MIPS32_LE,
+            &MIPS64_BE,
+            &MIPS64_LE,
+        ],
+    )
+}
+
+/// The breakpoint-protocol verbs the runtime uses, for the architectures
+/// whose runtime exists (x86-64).
+pub fn breakpoint_patcher_for(arch: ElfArch) -> Option<&'static dyn BreakpointPatcher> {
+    (arch == ElfArch::X86_64).then_some(&x86_64::X86_64 as &dyn BreakpointPatcher)
 }
 
 /// A readable name for an ELF `e_machine`, for error messages.

@@ -1,4 +1,4 @@
-//! The patching verbs of an instruction set: what a site looks like off, on
+//! The breakpoint-protocol patching verbs of an instruction set: what a site looks like off, on
 //! (calling a trampoline), and what a thread that meets a site mid-patch
 //! must do instead — the kernel's `ftrace_make_nop`, `ftrace_make_call` and
 //! `ftrace_modify_call`, reduced to bytes. Writing them is the runtime's job.
@@ -138,8 +138,12 @@ pub struct SlotLayout {
     pub size: usize,
 }
 
-/// The patching verbs of one instruction set.
-pub trait Patcher: Sync {
+/// The patching verbs of an instruction set whose sites are longer than
+/// one atomically written instruction (x86-64): a breakpoint on the site's
+/// first byte while the rest changes, then the first byte (the kernel's
+/// `text_poke_bp`). What the runtime uses on the machine it runs on; the
+/// generic verbs every architecture has are [`crate::Patcher`].
+pub trait BreakpointPatcher: Sync {
     /// The byte(s) of the breakpoint written on a site's first byte while
     /// the rest of it changes.
     fn breakpoint(&self) -> u8;

@@ -190,6 +190,7 @@ impl Isa for X86_64 {
 }
 
 mod encode;
+mod plan;
 mod quick;
 
 #[cfg(test)]

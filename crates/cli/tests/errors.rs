@@ -100,12 +100,12 @@ fn truncated_files() {
 fn wrong_architecture() {
     let work = Work::new("errors-arch");
     let (_, obj) = build(&work);
-    // The same object with e_machine set to AArch64 (183).
+    // The same object with e_machine set to RISC-V (243).
     let mut data = std::fs::read(&obj).unwrap();
-    data[18..20].copy_from_slice(&183u16.to_le_bytes());
+    data[18..20].copy_from_slice(&243u16.to_le_bytes());
     let arm = work.path("arm.o");
     std::fs::write(&arm, &data).unwrap();
-    assert_fails(&list(&arm), 1, "unsupported architecture AArch64");
+    assert_fails(&list(&arm), 1, "unsupported architecture RISC-V");
 
     // A real 32-bit i386 object from the assembler.
     let src = work.path("x.s");

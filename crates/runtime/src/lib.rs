@@ -63,7 +63,7 @@ pub(crate) fn no_unwind<R>(what: &str, f: impl FnOnce() -> R) -> R {
 
 /// Sets the runtime up: called once, before `main`.
 fn setup() -> std::result::Result<(), String> {
-    let patcher = fntrace_arch::patcher_for_elf_machine(fntrace_arch::EM_X86_64).ok_or("no patcher")?;
+    let patcher = fntrace_arch::breakpoint_patcher_for(fntrace_arch::ElfArch::X86_64).ok_or("no patcher")?;
     let wanted = std::env::var("FNTRACE_SYNC").ok();
     let sync = SyncMethod::setup(wanted.as_deref());
     if sync != SyncMethod::SyncCore {

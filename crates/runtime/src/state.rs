@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 
-use fntrace_arch::{Code, Patcher, Shape, SlotLayout};
+use fntrace_arch::{BreakpointPatcher, Code, Shape, SlotLayout};
 use fntrace_core::{Change, Core, OpsId, Role, Target, MAX_OPS};
 use fntrace_sites::filter::Filter;
 use fntrace_sites::SiteKind;
@@ -181,7 +181,7 @@ pub struct State {
     /// Modules by core id.
     pub mods: Vec<Option<ModState>>,
     /// The arch verbs.
-    pub patcher: &'static dyn Patcher,
+    pub patcher: &'static dyn BreakpointPatcher,
     /// The trampoline slot layout.
     pub layout: SlotLayout,
     /// How to write code.

@@ -20,6 +20,8 @@ pub(crate) struct Context<'a, 'd> {
     pub image: &'a Image<'d>,
     pub functions: &'a FunctionTable,
     pub hooks: &'a Hooks,
+    /// The global pointer that PIC calls address the GOT with (MIPS).
+    pub gp: Option<u64>,
 }
 
 impl Context<'_, '_> {
@@ -85,7 +87,7 @@ pub(crate) fn classify(cx: &Context<'_, '_>, entry: &Entry) -> Result<Site, Reje
             } else {
                 "__fentry__ or mcount"
             };
-            if let Some(call) = cx.image.isa.decode_call(code, address) {
+            if let Some(call) = cx.image.isa.decode_call_with_gp(code, address, cx.gp) {
                 return match cx.hook_of_call(section, address, call) {
                     Some((len, hook)) if wanted.contains(&hook) => Ok(cx.site(
                         section,
@@ -133,9 +135,14 @@ pub(crate) fn classify(cx: &Context<'_, '_>, entry: &Entry) -> Result<Site, Reje
             }
             let form = Form::Nops { insns: insns as u16 };
             let mut site = cx.site(section, address, &code[..len], SiteKind::Patchable, source, form);
-            // -fpatchable-function-entry=N,M puts M bytes before the entry.
+            // -fpatchable-function-entry=N,M puts M bytes before the entry;
+            // gcc 12 on MIPS puts all N there, whatever M says (the function
+            // starts right after the run, and calls never run it).
             let end = address.saturating_add(len as u64);
-            if let Some(f) = cx.functions.starting_between(section, address, end) {
+            if let Some(f) = cx
+                .functions
+                .starting_between(section, address, end.saturating_add(1))
+            {
                 site.prefix = (cx.functions.functions[f].address - address) as u8;
                 site.function = Some(f);
             }

@@ -6,7 +6,7 @@
 //! them twice (table values, hook slots).
 
 use object::elf::{SHT_CREL, SHT_REL, SHT_RELA};
-use object::read::elf::{CrelIterator, ElfFile, FileHeader, Rel, Rela, SectionHeader};
+use object::read::elf::{CrelIterator, ElfFile, FileHeader, Rela, SectionHeader};
 use object::Endianness;
 
 use crate::image::Image;
@@ -50,10 +50,13 @@ fn walk<Elf: FileHeader<Endian = Endianness>>(file: &ElfFile<'_, Elf>, f: &mut i
                     continue;
                 };
                 for r in rels {
+                    // `object` reads MIPS64 little-endian's r_info layout
+                    // (symbol first, then three types) only for RELA.
+                    let r: Elf::Rela = (*r).into();
                     f(DynReloc {
                         offset: r.r_offset(endian).into(),
-                        r_type: r.r_type(endian).0,
-                        symbol: r.r_sym(endian),
+                        r_type: r.r_type(endian, mips64el).0,
+                        symbol: r.r_sym(endian, mips64el),
                         addend: 0,
                         implicit_addend: true,
                     });

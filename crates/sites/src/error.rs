@@ -7,7 +7,7 @@ pub enum Error {
     #[error("not an ELF file")]
     NotElf,
     /// An ELF file of an architecture fntrace does not handle.
-    #[error("unsupported architecture {0} (fntrace handles x86-64 ELF files)")]
+    #[error("unsupported architecture {0} (fntrace handles x86-64, AArch64 and MIPS ELF files)")]
     UnsupportedArch(String),
     /// An ELF file whose structure is broken (truncated, offsets out of
     /// range, bad tables).

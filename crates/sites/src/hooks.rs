@@ -3,8 +3,10 @@
 //! In a linked file a call reaches the hook through a PLT stub (`call
 //! __fentry__@plt`), through its GOT slot (gcc's PIC `call
 //! *__fentry__@GOTPCREL(%rip)`), or directly when the hook is defined in the
-//! file itself. In a relocatable object the call carries a relocation against
-//! the hook's symbol. This module maps both to [`Hook`]s.
+//! file itself; on MIPS through the GOT slot `$gp` addresses, which the
+//! dynamic symbol table names ([`Got`]). In a relocatable object the call
+//! carries a relocation against the hook's symbol. This module maps both to
+//! [`Hook`]s.
 
 use std::collections::HashMap;
 
@@ -14,6 +16,7 @@ use object::{
 };
 
 use crate::dynrel::DynReloc;
+use crate::got::Got;
 use crate::image::Image;
 use crate::symbols::FunctionTable;
 
@@ -30,6 +33,18 @@ pub(crate) enum Hook {
 
 impl Hook {
     pub fn from_name(name: &str) -> Option<Hook> {
+        // GNU ld's MIPS stubs that set `t9` for a PIC function called from
+        // non-PIC code (`.pic._mcount`) fall through into it.
+        let name = name.strip_prefix(".pic.").unwrap_or(name);
+        // The long-branch veneers that linkers insert where a call cannot
+        // reach (AArch64 `bl` beyond ±128 MB) jump to the hook: GNU ld
+        // names them `__<name>_veneer`, lld `__AArch64{AbsLong,ADRP}Thunk_<name>`.
+        let name = name
+            .strip_prefix("__")
+            .and_then(|n| n.strip_suffix("_veneer"))
+            .or_else(|| name.strip_prefix("__AArch64AbsLongThunk_"))
+            .or_else(|| name.strip_prefix("__AArch64ADRPThunk_"))
+            .unwrap_or(name);
         match name {
             "__fentry__" => Some(Hook::Fentry),
             "mcount" | "_mcount" | "__mcount" | "__gnu_mcount_nc" => Some(Hook::Mcount),
@@ -61,11 +76,11 @@ pub(crate) struct Hooks {
 impl Hooks {
     /// The hooks of the file; in a linked file, the GOT slots named by
     /// dynamic relocations are those [`Hooks::name_slot`] took in.
-    pub fn read(mut self, image: &Image<'_>, functions: &FunctionTable) -> Hooks {
+    pub fn read(mut self, image: &Image<'_>, functions: &FunctionTable, got: &Got) -> Hooks {
         if image.relocatable() {
             self.read_relocations(image);
         } else {
-            self.read_linked(image, functions);
+            self.read_linked(image, functions, got);
         }
         self
     }
@@ -91,7 +106,14 @@ impl Hooks {
         self.direct.is_empty() && self.slots.is_empty() && self.relocated.is_empty()
     }
 
-    fn read_linked(&mut self, image: &Image<'_>, functions: &FunctionTable) {
+    fn read_linked(&mut self, image: &Image<'_>, functions: &FunctionTable, got: &Got) {
+        // GOT slots that dynamic symbols name without a relocation (MIPS).
+        for (slot, name) in &got.symbol_slots {
+            if let Some(hook) = Hook::from_name(name) {
+                self.slots.insert(*slot, hook);
+            }
+            self.slot_names.insert(*slot, name.clone());
+        }
         // Hooks defined in the file itself (static links, custom hooks).
         let mut defined: HashMap<u64, Hook> = HashMap::new();
         for f in &functions.functions {

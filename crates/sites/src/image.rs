@@ -54,9 +54,14 @@ impl<'d> Image<'d> {
         }
         let file = object::File::parse(data)?;
         let machine = e_machine(data).ok_or_else(|| Error::Malformed("short header".into()))?;
-        let isa = fntrace_arch::for_elf_machine(machine)
+        let arch = fntrace_arch::ElfArch {
+            machine,
+            is_64: file.is_64(),
+            big_endian: !file.is_little_endian(),
+        };
+        let isa = fntrace_arch::for_elf(arch)
             .ok_or_else(|| Error::UnsupportedArch(fntrace_arch::elf_machine_name(machine)))?;
-        if !file.is_64() {
+        if !file.is_64() && machine == fntrace_arch::EM_X86_64 {
             return Err(Error::UnsupportedArch(format!(
                 "32-bit {}",
                 fntrace_arch::elf_machine_name(machine)

@@ -21,6 +21,7 @@ pub mod demangle;
 mod dynrel;
 mod error;
 pub mod filter;
+mod got;
 mod hooks;
 mod image;
 mod imports;
@@ -61,11 +62,13 @@ pub fn discover(data: &[u8]) -> Result<Binary> {
             });
         }
     }
-    let hooks = hooks.read(&image, &functions);
+    let got = got::Got::read(&image);
+    let hooks = hooks.read(&image, &functions, &got);
     let cx = Context {
         image: &image,
         functions: &functions,
         hooks: &hooks,
+        gp: got.gp,
     };
 
     // Entries are classified as they are read; the table's own rejections

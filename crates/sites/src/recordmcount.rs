@@ -137,7 +137,12 @@ fn append<Elf: FileHeader<Endian = Endianness>>(
     let header = Elf::parse(data)?;
     let endian = header.endian()?;
     let machine = header.e_machine(endian);
-    let isa = fntrace_arch::for_elf_machine(machine.0)
+    let arch = fntrace_arch::ElfArch {
+        machine: machine.0,
+        is_64: header.is_type_64(),
+        big_endian: !object::Endian::is_little_endian(endian),
+    };
+    let isa = fntrace_arch::for_elf(arch)
         .ok_or_else(|| Error::UnsupportedArch(fntrace_arch::elf_machine_name(machine.0)))?;
     let sections = header.sections(endian, data)?;
     let symtab = sections.symbols(endian, data, SHT_SYMTAB)?.section().0;

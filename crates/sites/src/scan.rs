@@ -86,24 +86,26 @@ fn hook_calls(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
         {
             return;
         }
-        cx.image.isa.for_each_call(code, start, &mut |address, call| {
-            let Some(hook) = cx.hooks.linked_call(call.target) else {
-                return;
-            };
-            if at.binary_search(&(section, address)).is_ok() {
-                return;
-            }
-            let offset = (address - start) as usize;
-            let len = usize::from(call.len);
-            found.push(cx.site(
-                section,
-                address,
-                &code[offset..offset + len],
-                hook_kind(hook),
-                Source::CodeScan,
-                Form::Call,
-            ));
-        });
+        cx.image
+            .isa
+            .for_each_call_with_gp(code, start, cx.gp, &mut |address, call| {
+                let Some(hook) = cx.hooks.linked_call(call.target) else {
+                    return;
+                };
+                if at.binary_search(&(section, address)).is_ok() {
+                    return;
+                }
+                let offset = (address - start) as usize;
+                let len = usize::from(call.len);
+                found.push(cx.site(
+                    section,
+                    address,
+                    &code[offset..offset + len],
+                    hook_kind(hook),
+                    Source::CodeScan,
+                    Form::Call,
+                ));
+            });
     };
 
     if cx.functions.functions.is_empty() {
@@ -139,7 +141,9 @@ fn lost_patchable_entries(cx: &Context<'_, '_>, known: &[&[Site]]) -> Vec<Site> 
         return Vec::new();
     };
     let (len, prefix) = (first.len(), first.prefix);
-    if recorded.any(|s| s.len() != len || s.prefix != prefix) {
+    // A run wholly before the entry (gcc 12 on MIPS) cannot be told from
+    // the padding before any function: zero words are NOPs there.
+    if usize::from(prefix) >= len || recorded.any(|s| s.len() != len || s.prefix != prefix) {
         return Vec::new();
     }
     let covered = covered(known, cx.functions.functions.len());

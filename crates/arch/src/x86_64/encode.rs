@@ -1,6 +1,6 @@
 //! x86-64 patching verbs: canonical NOPs, `call rel32`, trampoline slots.
 
-use crate::patch::{Code, PatchError, Patcher, Resume, Shape, SlotLayout, MAX_SITE_LEN};
+use crate::patch::{BreakpointPatcher, Code, PatchError, Resume, Shape, SlotLayout, MAX_SITE_LEN};
 
 use super::X86_64;
 
@@ -84,7 +84,7 @@ fn rel32(from: u64, len: usize, to: u64) -> Option<i32> {
     i32::try_from(to.wrapping_sub(next) as i64).ok()
 }
 
-impl Patcher for X86_64 {
+impl BreakpointPatcher for X86_64 {
     fn breakpoint(&self) -> u8 {
         INT3
     }

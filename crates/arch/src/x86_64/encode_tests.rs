@@ -3,7 +3,7 @@
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, Register};
 
 use super::X86_64;
-use crate::patch::{PatchError, Patcher, Resume, Shape};
+use crate::patch::{BreakpointPatcher, PatchError, Resume, Shape};
 
 fn decode_all(code: &[u8], ip: u64) -> Vec<Instruction> {
     let mut decoder = Decoder::with_ip(64, code, ip, DecoderOptions::NONE);

@@ -25,6 +25,8 @@ profiling hooks when there is no table. Compiler flags that make them:
   clang -fxray-instrument -fxray-instruction-threshold=1   XRay sleds
   rustc -Z instrument-mcount | -Z patchable-function-entry=5
         (with RUSTC_BOOTSTRAP=1 on a stable toolchain)
+  MIPS, AArch64: gcc -pg [-mlong-calls] | -fpatchable-function-entry=N
+        (gcc 12 puts the MIPS NOPs before the entry, where they never run)
 
 Patterns use ftrace's filter syntax: 'name', 'glob*', '*glob*', '!pattern'
 removes, 'PATTERN:mod:MODULE' selects within a module.";
@@ -65,6 +67,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let binary = fntrace_sites::discover(&data).with_context(|| format!("{path}"))?;
 
     report_rejected(&binary, &args.binary.display().to_string());
+    report_before_entry(&binary, &args.binary.display().to_string());
     if binary.sites.is_empty() {
         anyhow::bail!(
             "{path}: no patchable sites{} (build it with -pg -mfentry, \
@@ -108,6 +111,24 @@ fn report_rejected(binary: &Binary, path: &str) {
         eprintln!(
             "fntrace: warning: {path}: {} more rejected entries",
             binary.rejected.len() - SHOWN_REJECTED
+        );
+    }
+}
+
+/// Whether a site lies wholly before its function's entry, where calls
+/// never run it (gcc 12's `-fpatchable-function-entry` on MIPS).
+fn before_entry(site: &Site) -> bool {
+    site.kind == SiteKind::Patchable && usize::from(site.prefix) >= site.len()
+}
+
+fn report_before_entry(binary: &Binary, path: &str) {
+    let n = binary.sites.iter().filter(|s| before_entry(s)).count();
+    if n > 0 {
+        eprintln!(
+            "fntrace: warning: {path}: {n} patchable site{} lie wholly before the function entry, \
+             where calls never run them (gcc puts every -fpatchable-function-entry NOP \
+             before the label on MIPS)",
+            if n == 1 { "" } else { "s" }
         );
     }
 }
@@ -172,10 +193,17 @@ fn address(binary: &Binary, section: usize, address: u64) -> String {
 }
 
 fn kinds(entry: &Entry<'_>) -> String {
-    let mut kinds: Vec<SiteKind> = entry.sites.iter().map(|s| s.kind).collect();
+    let mut kinds: Vec<(SiteKind, bool)> = entry.sites.iter().map(|s| (s.kind, before_entry(s))).collect();
     kinds.sort();
     kinds.dedup();
-    kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>().join("+")
+    kinds
+        .iter()
+        .map(|&(k, before)| match before {
+            true => format!("{}(before-entry)", k.as_str()),
+            false => k.as_str().to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("+")
 }
 
 fn start(entry: &Entry<'_>) -> (usize, u64) {
@@ -210,7 +238,7 @@ fn write_sites(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> 
             };
             writeln!(
                 out,
-                "{} {:>3} {:<10} {:<7} {:<28} {}{} [{}]",
+                "{} {:>3} {:<10} {:<7} {:<28} {}{} [{}]{}",
                 address(binary, s.section, s.address),
                 s.len(),
                 s.kind.as_str(),
@@ -219,6 +247,11 @@ fn write_sites(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> 
                 e.name,
                 offset,
                 hex(&s.bytes),
+                if before_entry(s) {
+                    " before the entry: never runs"
+                } else {
+                    ""
+                },
             )?;
         }
     }
@@ -246,6 +279,8 @@ struct JsonSite<'a> {
     form: String,
     source: &'static str,
     prefix: u8,
+    /// The whole site lies before the entry: calls never run it.
+    before_entry: bool,
     bytes: String,
     section: &'a str,
 }
@@ -274,6 +309,7 @@ fn write_json(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> a
                         form: s.form.to_string(),
                         source: s.source.as_str(),
                         prefix: s.prefix,
+                        before_entry: before_entry(s),
                         bytes: s.bytes.iter().map(|b| format!("{b:02x}")).collect(),
                         section: binary.section_name(s.section),
                     })

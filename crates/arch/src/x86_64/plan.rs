@@ -1,0 +1,119 @@
+//! The generic plans on x86-64, in the breakpoint protocol's order: an
+//! `int3` on the site's first byte, the rest of the site, then its first
+//! byte (the kernel's `text_poke_bp`). The states between the writes are
+//! safe only with the runtime's trap handler, which emulates the new
+//! instruction for a thread that meets the `int3`; on the RISC
+//! architectures each write is safe on its own.
+
+use super::X86_64;
+use crate::patch::{BreakpointPatcher, PatchError, Shape};
+use crate::plan::{Family, Patcher, PlanError, PlanSite, State, TrampolineSpec, Write};
+
+/// `int3`.
+const INT3: u8 = 0xcc;
+
+impl X86_64 {
+    /// The bytes of `site` in `state`.
+    fn bytes_in(&self, site: &PlanSite<'_>, state: State) -> Result<Vec<u8>, PlanError> {
+        let len = site.original.len();
+        let code = match state {
+            State::Original => return Ok(site.original.to_vec()),
+            State::Off => self.make_nop(Shape::Inline, len),
+            State::Call { target, .. } => self.make_call(Shape::Inline, site.addr, len, target),
+            State::Redirect { to } => {
+                // `jmp rel32` at the site's start; any bytes after it are
+                // never reached.
+                let end = site.addr.wrapping_add(5);
+                let rel = i32::try_from(to.wrapping_sub(end) as i64)
+                    .map_err(|_| PlanError::Reach { from: site.addr, to })?;
+                if len < 5 {
+                    return Err(PlanError::Unsupported(format!(
+                        "a redirect needs 5 bytes, the site has {len}"
+                    )));
+                }
+                let mut bytes = vec![0xe9];
+                bytes.extend_from_slice(&rel.to_le_bytes());
+                let pad = self.make_nop(Shape::Inline, len - 5);
+                if len > 5 {
+                    bytes.extend_from_slice(pad.map_err(err)?.as_slice());
+                }
+                return Ok(bytes);
+            }
+        };
+        Ok(code.map_err(err)?.as_slice().to_vec())
+    }
+}
+
+fn err(e: PatchError) -> PlanError {
+    match e {
+        PatchError::Reach { from, to } => PlanError::Reach { from, to },
+        PatchError::Length(len) => PlanError::Form(format!("no patchable form for a site of {len} bytes")),
+    }
+}
+
+impl Patcher for X86_64 {
+    fn plan(&self, site: &PlanSite<'_>, from: State, to: State) -> Result<Vec<Write>, PlanError> {
+        let old = self.bytes_in(site, from)?;
+        let new = self.bytes_in(site, to)?;
+        if old == new {
+            return Ok(Vec::new());
+        }
+        if old[1..] == new[1..] {
+            return Ok(vec![Write {
+                addr: site.addr,
+                bytes: new[..1].to_vec(),
+            }]);
+        }
+        Ok(vec![
+            Write {
+                addr: site.addr,
+                bytes: vec![INT3],
+            },
+            Write {
+                addr: site.addr + 1,
+                bytes: new[1..].to_vec(),
+            },
+            Write {
+                addr: site.addr,
+                bytes: new[..1].to_vec(),
+            },
+        ])
+    }
+
+    fn reaches(&self, site: &PlanSite<'_>, target: u64) -> bool {
+        // The call ends the site (`Shape::Inline`).
+        let call = site
+            .addr
+            .wrapping_add(site.original.len().saturating_sub(5) as u64);
+        BreakpointPatcher::reaches(self, call, target)
+    }
+
+    fn return_address(&self, site: &PlanSite<'_>) -> Result<u64, PlanError> {
+        Ok(site.addr + site.original.len() as u64)
+    }
+
+    fn veneer(&self, _at: u64, to: u64) -> Result<Vec<u8>, PlanError> {
+        // jmp *0(%rip); .quad to
+        let mut code = vec![0xff, 0x25, 0, 0, 0, 0];
+        code.extend_from_slice(&to.to_le_bytes());
+        Ok(code)
+    }
+
+    fn veneer_len(&self) -> usize {
+        14
+    }
+
+    fn direct_stub(&self, _at: u64, _replacement: u64) -> Result<Option<Vec<u8>>, PlanError> {
+        Ok(None)
+    }
+
+    fn trampoline(&self, _at: u64, _spec: &TrampolineSpec) -> Result<Vec<u8>, PlanError> {
+        Err(PlanError::Unsupported(
+            "x86-64 trampolines are the runtime's own assembly (crates/runtime)".into(),
+        ))
+    }
+
+    fn trampoline_align(&self, _family: Family) -> u64 {
+        16
+    }
+}
