@@ -1,0 +1,19 @@
+//! fntrace's patch plans for MIPS and AArch64, run for real: code built by
+//! Debian's cross compilers runs under `qemu-user` in a small C harness
+//! (`harness/harness.c`) that applies the plan's writes to its own code
+//! one at a time, running the traced functions after every write. The
+//! Rust side discovers the sites with `fntrace-sites`, asks the arch layer
+//! (`fntrace-arch`) for trampolines, veneers and plans, writes the script
+//! and checks every run against a model of the sites' states. Why qemu-user
+//! and not an emulator library: see `docs/ARCHITECTURE.md`.
+#![forbid(unsafe_code)]
+
+pub mod build;
+mod expect;
+mod labels;
+pub mod scenario;
+
+pub use build::{
+    build, emulate, scenario, workdir, Program, Target, Variant, AARCH64, MIPS, MIPS64EL, MIPSEL,
+};
+pub use scenario::{Areas, Outcome};
