@@ -69,14 +69,16 @@ fn attach_errors() {
     common::assert_fails(&out, 1, "is not attached");
     drop(target);
 
-    // Another architecture: a 32-bit x86 program.
+    // Another architecture: a 32-bit x86 program (from Debian's i686
+    // cross compiler, static: gcc-multilib, which would link it dynamically,
+    // cannot be installed beside the MIPS and AArch64 cross compilers).
     let sleeper_c = work.path("sleeper.c");
     std::fs::write(&sleeper_c, SLEEPER).unwrap();
     let m32 = work.path("sleeper32");
     common::cc(
-        "gcc",
+        "i686-linux-gnu-gcc",
         &[
-            "-m32",
+            "-static",
             "-pg",
             sleeper_c.to_str().unwrap(),
             "-o",
