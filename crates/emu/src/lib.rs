@@ -2,8 +2,10 @@
 //! Debian's cross compilers runs under `qemu-user` in a small C harness
 //! (`harness/harness.c`) that applies the plan's writes to its own code
 //! one at a time, running the traced functions after every write. The
-//! Rust side discovers the sites with `fntrace-sites`, asks the arch layer
-//! (`fntrace-arch`) for trampolines, veneers and plans, writes the script
+//! Rust side discovers the sites with `fntrace-sites`, keeps them in
+//! `fntrace-core`'s site records (the same core and decision function as
+//! on x86-64: ops registered, re-filtered, unregistered), asks the arch
+//! layer (`fntrace-arch`) for trampolines, veneers and plans, writes the script
 //! and checks every run against a model of the sites' states. Why qemu-user
 //! and not an emulator library: see `docs/ARCHITECTURE.md`.
 #![forbid(unsafe_code)]

@@ -1,12 +1,16 @@
 //! The scenario every target and site form goes through: the sites found
-//! by discovery, switched by the arch layer's plans write by write —
-//! init, enable (through veneers where a call cannot reach), regs ↔
-//! no-regs, another ops' trampoline, redirect and back, disable, restore —
-//! with every test function run after every single write and checked.
+//! by discovery, kept in `fntrace-core`'s site records, whose decisions
+//! (register, re-filter, unregister two ops) are carried out by the arch
+//! layer's plans write by write — init, enable (through veneers where a
+//! call cannot reach), regs ↔ no-regs, the other ops' trampoline, redirect
+//! and back, disable, restore — with every test function run after every
+//! single write and checked.
 
 use std::collections::HashMap;
 
 use fntrace_arch::{Family, Patcher, PlanError, PlanSite, State, TrampolineSpec};
+use fntrace_core::{Change, Core, Module, ModuleId, Ops, OpsFlags, OpsId, Role, SiteRecord, Target as Goal};
+use fntrace_sites::filter::Filter;
 
 use crate::build::{emulate, Program, Target};
 use crate::expect::{Expect, Model, Tramp};
@@ -128,6 +132,11 @@ struct Driver<'a> {
     veneers: HashMap<(bool, u64), u64>,
     /// Where the next veneer goes: near, far.
     next_veneer: (u64, u64),
+    /// The generic core, with the program as its one module.
+    core: Core,
+    module: ModuleId,
+    /// Each registered ops' trampoline.
+    ops_tramp: HashMap<OpsId, u64>,
 }
 
 impl Driver<'_> {
@@ -202,8 +211,44 @@ impl Driver<'_> {
         at
     }
 
+    /// Carries out the core's changes, one plan each, and commits them.
+    fn apply(&mut self, changes: Vec<Change>) {
+        for change in changes {
+            assert_eq!(change.module, self.module);
+            let state = match change.to {
+                Goal::Nop => State::Off,
+                Goal::Ops(id) => {
+                    let regs = self.core.ops(id).unwrap().flags.regs();
+                    let target = self.dest(change.site, self.ops_tramp[&id]);
+                    State::Call { target, regs }
+                }
+                Goal::List { .. } => panic!("the scenario's ops select disjoint functions"),
+            };
+            self.switch(change.site, state);
+            self.core.commit(&change, true);
+        }
+    }
+
+    /// Registers an ops whose trampoline is `tramp`.
+    fn register(&mut self, names: &[&str], save_regs: bool, tramp: u64) -> OpsId {
+        let ops = Ops {
+            flags: OpsFlags {
+                save_regs,
+                entry: true,
+                ..OpsFlags::default()
+            },
+            filter: Filter::parse(names).unwrap(),
+            notrace: Filter::default(),
+        };
+        let (id, changes) = self.core.register(ops).unwrap();
+        self.ops_tramp.insert(id, tramp);
+        self.apply(changes);
+        id
+    }
+
     /// Makes function `name` call trampoline `tramp` (through a veneer if
-    /// need be), with registers or not.
+    /// need be), with registers or not: the arch layer's modify, outside
+    /// the core.
     fn call(&mut self, name: &str, tramp: u64, regs: bool) {
         let site = self.index(name);
         let target = self.dest(site, tramp);
@@ -256,9 +301,27 @@ pub fn run(
     let mut expect = Expect::default();
     script += "note baseline\n";
     model.runs(&mut script, &mut expect);
+    let role = if family == Family::Entry {
+        Role::Entry
+    } else {
+        Role::Mcount
+    };
+    let records = (0..sites.len())
+        .map(|i| SiteRecord::new(Some(i as u32), role))
+        .collect();
+    let mut core = Core::new();
+    let (module, changes) = core.add_module(Module::new(
+        "prog",
+        SITES.iter().map(|s| s.to_string()).collect(),
+        records,
+    ));
+    assert!(changes.is_empty());
     let mut d = Driver {
         target,
         patcher,
+        core,
+        module,
+        ops_tramp: HashMap::new(),
         sites,
         script,
         expect,
@@ -272,17 +335,23 @@ pub fn run(
     for i in 0..d.sites.len() {
         d.switch(i, State::Off);
     }
-    // 2. Enable the traced functions (ops 1, no regs).
-    for name in TRACED {
-        d.call(name, areas.tramp, false);
-    }
-    // 3. Registers for `leaf` and `mod_leaf`; `mid` to the other ops.
+    // 2. Ops A, no regs, traces TRACED: the core decides, plans act.
+    let a = d.register(TRACED, false, areas.tramp);
+    // 3. The arch layer's modify: registers for `leaf` and `mod_leaf`
+    //    (on MIPS entry sites one `li t0` write), and back for `mod_leaf`.
     let regs_tramp = if site_selects_regs { areas.tramp } else { tramp2_at };
     d.call("leaf", regs_tramp, true);
     d.call("mod_leaf", regs_tramp, true);
-    d.call("mid", tramp2_at, true);
-    // 4. And back to no regs.
     d.call("mod_leaf", areas.tramp, false);
+    // 4. `mid` moves to ops B, which wants registers: A lets it go, B
+    //    takes it through its own trampoline (003).
+    let without_mid: Vec<&str> = TRACED.iter().copied().filter(|&n| n != "mid").collect();
+    let changes = d
+        .core
+        .set_filter(a, Filter::parse(&without_mid).unwrap(), Filter::default())
+        .unwrap();
+    d.apply(changes);
+    let b = d.register(&["mid"], true, tramp2_at);
     // 5. Redirect `leaf` to `leaf_v2`, where the site can, and back.
     let leaf = d.index("leaf");
     let replacement = program.addr("leaf_v2");
@@ -308,11 +377,14 @@ pub fn run(
         Err(PlanError::Unsupported(_)) => {}
         Err(e) => panic!("redirect: {e}"),
     }
-    // 6. Disable everything, 7. give the compiler's bytes back.
-    for state in [State::Off, State::Original] {
-        for i in 0..d.sites.len() {
-            d.switch(i, state);
-        }
+    // 6. Both ops unregister: everything off.
+    for id in [b, a] {
+        let changes = d.core.unregister(id).unwrap();
+        d.apply(changes);
+    }
+    // 7. The compiler's bytes back.
+    for i in 0..d.sites.len() {
+        d.switch(i, State::Original);
     }
     for s in &d.sites {
         d.script += &format!("dump {:#x} {}\n", s.addr, s.original.len());
