@@ -432,34 +432,6 @@ fn check(t: &Target, file: &Path, form: Form) {
     }
 }
 
-/// Moves every function label above the NOPs gcc put before it, in `gcc -S`
-/// output: `$LPFE1: nop nop nop ... leaf:` becomes `leaf: $LPFE1: nop ...`
-/// (`.LPFE1` on n64).
-fn fix_labels(asm: &str) -> String {
-    let mut out = Vec::new();
-    let mut held: Option<Vec<&str>> = None;
-    for line in asm.lines() {
-        let is_label = |l: &str| {
-            l.strip_suffix(':').is_some_and(|n| {
-                !n.is_empty() && n.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.')
-            })
-        };
-        match held.as_mut() {
-            None if (line.starts_with("$LPFE") || line.starts_with(".LPFE")) && line.ends_with(':') => {
-                held = Some(vec![line])
-            }
-            None => out.push(line),
-            Some(h) if is_label(line) => {
-                out.push(line);
-                out.append(h);
-                held = None;
-            }
-            Some(h) => h.push(line),
-        }
-    }
-    out.join("\n") + "\n"
-}
-
 /// Builds the program in every MIPS form, as an executable and an object,
 /// and checks each.
 fn mips(t: &Target, tag: &str) {
@@ -516,7 +488,11 @@ fn mips(t: &Target, tag: &str) {
     let asm = work.path("pfe3.s");
     t.cc(&src, &asm, &["-fpatchable-function-entry=3", "-S"]);
     let fixed = work.path("pfe3-fixed.s");
-    std::fs::write(&fixed, fix_labels(&std::fs::read_to_string(&asm).unwrap())).unwrap();
+    std::fs::write(
+        &fixed,
+        fntrace_emu::labels::move_labels_above_nops(&std::fs::read_to_string(&asm).unwrap()),
+    )
+    .unwrap();
     t.cc(&fixed, &work.path("pfe3-fixed.o"), &["-c"]);
     check(t, &work.path("pfe3-fixed.o"), Form::NopsAt(3));
     t.cc(&fixed, &work.path("pfe3-fixed"), &[]);

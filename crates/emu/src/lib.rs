@@ -12,7 +12,7 @@
 
 pub mod build;
 mod expect;
-mod labels;
+pub mod labels;
 pub mod scenario;
 
 pub use build::{
