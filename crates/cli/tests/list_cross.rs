@@ -555,5 +555,23 @@ fn errors() {
             let out = fntrace_output(&["list", cut.to_str().unwrap()]);
             assert_fails(&out, 1, "malformed ELF file");
         }
+        // Listed, but not recorded here (the runtime is x86-64): refused
+        // before any output, --force or not.
+        let arch = if t.arch == Arch::Aarch64 {
+            "AArch64"
+        } else {
+            "MIPS"
+        };
+        for force in [false, true] {
+            let dir = work.path(&format!("{}-rec{force}", t.triple));
+            let mut args = vec!["record", "-o", dir.to_str().unwrap()];
+            if force {
+                args.push("--force");
+            }
+            args.extend(["--", exe.to_str().unwrap()]);
+            let out = fntrace_output(&args);
+            assert_fails(&out, 1, &format!("{arch}; fntrace records x86-64 programs"));
+            assert!(!dir.exists(), "no data directory for a refused program");
+        }
     }
 }

@@ -101,6 +101,7 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
             return Ok(Err(output::fail(e.exit_code(), &format!("{name}: {what}"))));
         }
     };
+    check_arch(&program, &name)?;
     if !request.options.force {
         check_sites(&program, &name)?;
     }
@@ -192,6 +193,30 @@ pub fn environment(request: &Request, dir: &Path) -> Vec<(&'static str, Option<O
 
 /// Fails when `program` is an ELF file without patchable sites: nothing of
 /// it could be traced. Other files (scripts) are left to the kernel.
+/// Refuses, before anything is written, an ELF program of another
+/// architecture: the runtime `record` preloads is x86-64 (`fntrace list`
+/// reads MIPS and AArch64 files, and their plans run in `crates/emu`).
+fn check_arch(program: &Path, name: &str) -> anyhow::Result<()> {
+    let mut header = [0u8; 20];
+    let read = fs::File::open(program).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header));
+    if read.is_err() || header[..4] != *b"\x7fELF" {
+        return Ok(());
+    }
+    let bytes = [header[18], header[19]];
+    let machine = match header[5] {
+        2 => u16::from_be_bytes(bytes),
+        _ => u16::from_le_bytes(bytes),
+    };
+    if header[4] == 2 && machine == fntrace_arch::EM_X86_64 {
+        return Ok(());
+    }
+    let bits = if header[4] == 1 { "32-bit " } else { "" };
+    anyhow::bail!(
+        "{name} is for {bits}{}; fntrace records x86-64 programs ('fntrace list' reads its sites)",
+        fntrace_arch::elf_machine_name(machine)
+    )
+}
+
 fn check_sites(program: &Path, name: &str) -> anyhow::Result<()> {
     let data = output::read_input(program)?;
     if !data.starts_with(b"\x7fELF") {
