@@ -222,11 +222,23 @@ pub fn workdir(name: &str) -> PathBuf {
 }
 
 /// Builds `variant` for `target` twice — as is, and with `leaf` computing
-/// what `leaf_v2` does (the truth for redirects) — and runs the scenario.
+/// what `leaf_v2` does (the truth for redirects) — and runs the scenario
+/// with the arch layer's patcher for the program.
 pub fn scenario(
     target: &Target,
     variant: &Variant,
     areas: crate::scenario::Areas,
+) -> crate::scenario::Outcome {
+    scenario_with(target, variant, areas, None)
+}
+
+/// [`scenario`] with another patcher than the arch layer's (a test's
+/// deliberately wrong one, to show that the scenario catches it).
+pub fn scenario_with(
+    target: &Target,
+    variant: &Variant,
+    areas: crate::scenario::Areas,
+    patcher: Option<&dyn fntrace_arch::Patcher>,
 ) -> crate::scenario::Outcome {
     let dir = workdir(&format!("{}-{}", target.triple, variant.name));
     let program = build(target, variant, &dir.join("traced"), &[]);
@@ -240,7 +252,7 @@ pub fn scenario(
         is_64: file.is_64(),
         big_endian: !file.is_little_endian(),
     };
-    let patcher = fntrace_arch::patcher_for_elf(arch).expect("a patcher");
+    let patcher = patcher.unwrap_or_else(|| fntrace_arch::patcher_for_elf(arch).expect("a patcher"));
     let outcome = crate::scenario::run(target, &program, &redirected, patcher, areas);
     eprintln!(
         "{} {}: {} writes, {} runs checked, veneers for {:?}, redirect {}",

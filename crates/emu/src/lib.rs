@@ -16,6 +16,7 @@ pub mod labels;
 pub mod scenario;
 
 pub use build::{
-    build, emulate, scenario, workdir, Program, Target, Variant, AARCH64, MIPS, MIPS64EL, MIPSEL,
+    build, emulate, scenario, scenario_with, workdir, Program, Target, Variant, AARCH64, MIPS, MIPS64EL,
+    MIPSEL,
 };
 pub use scenario::{Areas, Outcome};

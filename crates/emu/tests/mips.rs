@@ -2,7 +2,9 @@
 //! from Debian's cross compilers under qemu-user: MIPS32 o32 in both byte
 //! orders and MIPS64 n64.
 
-use fntrace_emu::{scenario, Areas, Target, Variant, MIPS, MIPS64EL, MIPSEL};
+use fntrace_arch::mips::{bnel, reg, MIPS32_LE, NOP};
+use fntrace_arch::{Family, Patcher, PlanError, PlanSite, State, TrampolineSpec, Write};
+use fntrace_emu::{scenario, scenario_with, Areas, Target, Variant, MIPS, MIPS64EL, MIPSEL};
 
 /// `-pg` as the kernel builds: `jal _mcount` near, `-mlong-calls` in the
 /// far "module" (the 004 seed's `MODFLAGS += -mlong-calls`).
@@ -137,4 +139,62 @@ fn mipsel_patchable_entry() {
 #[test]
 fn mips64el_patchable_entry() {
     entry(&MIPS64EL);
+}
+
+/// The 004 seed's plan taken literally on o32: `jal _mcount` → `nop`. The
+/// delay slot's `addiu sp, sp, -8` then runs without the `_mcount` that
+/// undoes it (the 001 post's objection for MIPS32). Everything else as the
+/// arch layer does it.
+struct SeedNop;
+
+impl Patcher for SeedNop {
+    fn plan(&self, site: &PlanSite<'_>, from: State, to: State) -> Result<Vec<Write>, PlanError> {
+        let never_taken = MIPS32_LE.bytes(bnel(reg::ZERO, reg::ZERO, 1));
+        let mut writes = MIPS32_LE.plan(site, from, to)?;
+        for w in &mut writes {
+            if w.bytes == never_taken {
+                w.bytes = MIPS32_LE.bytes(NOP);
+            }
+        }
+        Ok(writes)
+    }
+    fn reaches(&self, site: &PlanSite<'_>, target: u64) -> bool {
+        MIPS32_LE.reaches(site, target)
+    }
+    fn return_address(&self, site: &PlanSite<'_>) -> Result<u64, PlanError> {
+        MIPS32_LE.return_address(site)
+    }
+    fn veneer(&self, at: u64, to: u64) -> Result<Vec<u8>, PlanError> {
+        MIPS32_LE.veneer(at, to)
+    }
+    fn veneer_len(&self) -> usize {
+        MIPS32_LE.veneer_len()
+    }
+    fn direct_stub(&self, at: u64, replacement: u64) -> Result<Option<Vec<u8>>, PlanError> {
+        MIPS32_LE.direct_stub(at, replacement)
+    }
+    fn trampoline(&self, at: u64, spec: &TrampolineSpec) -> Result<Vec<u8>, PlanError> {
+        MIPS32_LE.trampoline(at, spec)
+    }
+    fn trampoline_align(&self, family: Family) -> u64 {
+        MIPS32_LE.trampoline_align(family)
+    }
+}
+
+/// Why the o32 off form is `bnel zero, zero`: with the seed's NOP the
+/// scenario fails at the first off site that runs.
+#[test]
+fn mipsel_seed_nop_breaks_the_o32_stack() {
+    let variant = Variant {
+        name: "pg-seed-nop",
+        ..PG
+    };
+    let failed = std::panic::catch_unwind(|| scenario_with(&MIPSEL, &variant, NEAR, Some(&SeedNop)));
+    let _ = std::fs::remove_dir_all(fntrace_emu::workdir("mipsel-linux-gnu-pg-seed-nop"));
+    let message = failed.expect_err("the seed's NOP must break the stack");
+    let message = message.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        message.contains("stack pointer changed") || message.contains("died"),
+        "{message}"
+    );
 }
