@@ -117,3 +117,65 @@ impl Patcher for X86_64 {
         16
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(site: &[u8], from: State, to: State) -> Vec<(u64, Vec<u8>)> {
+        let site = PlanSite {
+            addr: 0x1000,
+            original: site,
+            entry: true,
+        };
+        X86_64
+            .plan(&site, from, to)
+            .unwrap()
+            .into_iter()
+            .map(|w| (w.addr, w.bytes))
+            .collect()
+    }
+
+    const FENTRY: [u8; 5] = [0xe8, 0x10, 0x20, 0x00, 0x00];
+    const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
+
+    #[test]
+    fn int3_then_the_tail_then_the_first_byte() {
+        // call __fentry__ -> nop5: the kernel's text_poke_bp order.
+        assert_eq!(
+            plan(&FENTRY, State::Original, State::Off),
+            [
+                (0x1000, vec![0xcc]),
+                (0x1001, NOP5[1..].to_vec()),
+                (0x1000, vec![0x0f])
+            ]
+        );
+        // nop5 -> call 0x2000 (rel32 from 0x1005).
+        let on = State::Call {
+            target: 0x2000,
+            regs: false,
+        };
+        let w = plan(&FENTRY, State::Off, on);
+        assert_eq!(w[0], (0x1000, vec![0xcc]));
+        assert_eq!(w[1], (0x1001, 0x0ffbu32.to_le_bytes().to_vec()));
+        assert_eq!(w[2], (0x1000, vec![0xe8]));
+        // Nothing to do, nothing written.
+        assert!(plan(&FENTRY, on, on).is_empty());
+    }
+
+    #[test]
+    fn reach_and_redirect() {
+        let site = PlanSite {
+            addr: 0x1000,
+            original: &FENTRY,
+            entry: true,
+        };
+        assert!(Patcher::reaches(&X86_64, &site, 0x7fff_0000));
+        assert!(!Patcher::reaches(&X86_64, &site, 0x1_0000_1005));
+        assert_eq!(Patcher::return_address(&X86_64, &site).unwrap(), 0x1005);
+        let w = plan(&FENTRY, State::Off, State::Redirect { to: 0x3000 });
+        assert_eq!(w.last(), Some(&(0x1000, vec![0xe9])));
+        let far = X86_64.plan(&site, State::Off, State::Redirect { to: 0x1_0000_1005 });
+        assert!(matches!(far, Err(PlanError::Reach { .. })));
+    }
+}
