@@ -56,6 +56,7 @@
 //! - x86-64 only; the target must use glibc's dynamic loader.
 
 mod procfs;
+pub(crate) use procfs::machine;
 mod tracee;
 
 #[cfg(test)]

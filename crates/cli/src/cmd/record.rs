@@ -202,19 +202,12 @@ fn check_arch(program: &Path, name: &str) -> anyhow::Result<()> {
     if read.is_err() || header[..4] != *b"\x7fELF" {
         return Ok(());
     }
-    let bytes = [header[18], header[19]];
-    let machine = match header[5] {
-        2 => u16::from_be_bytes(bytes),
-        _ => u16::from_le_bytes(bytes),
-    };
-    if header[4] == 2 && machine == fntrace_arch::EM_X86_64 {
-        return Ok(());
+    match crate::inject::machine(&header) {
+        None => Ok(()),
+        Some(machine) => anyhow::bail!(
+            "{name} is for {machine}; fntrace records x86-64 programs ('fntrace list' reads its sites)"
+        ),
     }
-    let bits = if header[4] == 1 { "32-bit " } else { "" };
-    anyhow::bail!(
-        "{name} is for {bits}{}; fntrace records x86-64 programs ('fntrace list' reads its sites)",
-        fntrace_arch::elf_machine_name(machine)
-    )
 }
 
 fn check_sites(program: &Path, name: &str) -> anyhow::Result<()> {

@@ -146,8 +146,9 @@ fn check_executable(pid: i32) -> Result<(), InjectError> {
     }
 }
 
-/// `None` for an ELF64 x86-64 header, else what it is, for the message.
-pub(super) fn machine(header: &[u8; 20]) -> Option<String> {
+/// `None` for an ELF64 x86-64 header, else what it is, for the message
+/// (`attach` and `record` refuse what the runtime cannot run in).
+pub(crate) fn machine(header: &[u8; 20]) -> Option<String> {
     if header[..4] != *b"\x7fELF" {
         return Some("non-ELF".to_string());
     }
