@@ -108,7 +108,8 @@ fn harness_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("harness")
 }
 
-/// Compiles `source` to an object with `opts`.
+/// Compiles `source` to an object with `opts` and `defs`; with
+/// `fix_labels`, through assembly whose labels are moved above the NOPs.
 fn compile(
     target: &Target,
     dir: &Path,
@@ -118,11 +119,9 @@ fn compile(
     defs: &[&str],
 ) -> PathBuf {
     let gcc = format!("{}-gcc", target.triple);
-    let src = harness_dir().join(source);
     let stem = source.trim_end_matches(".c");
     let obj = dir.join(format!("{stem}.o"));
-    let mut base = Command::new(&gcc);
-    base.args(["-O2", "-fno-inline"]).args(opts).args(defs);
+    let mut input = harness_dir().join(source);
     if fix_labels {
         let asm = dir.join(format!("{stem}.s"));
         run(Command::new(&gcc)
@@ -130,20 +129,21 @@ fn compile(
             .args(opts)
             .args(defs)
             .arg("-S")
-            .arg(&src)
+            .arg(&input)
             .arg("-o")
             .arg(&asm));
         let text = std::fs::read_to_string(&asm).unwrap();
         std::fs::write(&asm, crate::labels::move_labels_above_nops(&text)).unwrap();
-        run(Command::new(&gcc)
-            .args(opts)
-            .arg("-c")
-            .arg(&asm)
-            .arg("-o")
-            .arg(&obj));
-    } else {
-        run(base.arg("-c").arg(&src).arg("-o").arg(&obj));
+        input = asm;
     }
+    run(Command::new(&gcc)
+        .args(["-O2", "-fno-inline"])
+        .args(opts)
+        .args(defs)
+        .arg("-c")
+        .arg(&input)
+        .arg("-o")
+        .arg(&obj));
     obj
 }
 
