@@ -1,9 +1,10 @@
 //! The per-architecture instruction layer of fntrace.
 //!
-//! The generic code (site discovery now, the patching core later) decides;
-//! this crate knows what the instructions look like. Everything that depends
-//! on an instruction set lives behind the [`Isa`] trait, selected by the ELF
-//! `e_machine` of the file at hand with [`for_elf_machine`].
+//! The generic code (site discovery, the patching core) decides; this crate
+//! knows what the instructions look like. Everything that depends on an
+//! instruction set lives behind the [`Isa`] and [`Patcher`] traits,
+//! selected by the ELF machine, class and byte order of the file at hand
+//! with [`for_elf`] and [`patcher_for_elf`].
 //!
 //! x86-64, AArch64 and MIPS (o32 and n64, both byte orders) implement
 //! [`Isa`] (what sites look like) and [`Patcher`] (the plans that switch

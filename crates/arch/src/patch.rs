@@ -1,5 +1,6 @@
-//! The breakpoint-protocol patching verbs of an instruction set: what a site looks like off, on
-//! (calling a trampoline), and what a thread that meets a site mid-patch
+//! The breakpoint-protocol patching verbs of an instruction set: what a
+//! site looks like off, on (calling a trampoline), and what a thread that
+//! meets a site mid-patch
 //! must do instead — the kernel's `ftrace_make_nop`, `ftrace_make_call` and
 //! `ftrace_modify_call`, reduced to bytes. Writing them is the runtime's job.
 
