@@ -56,7 +56,7 @@
 //! - x86-64 only; the target must use glibc's dynamic loader.
 
 mod procfs;
-pub(crate) use procfs::machine;
+pub(crate) use procfs::{alive, machine, maps, target_file};
 mod tracee;
 
 #[cfg(test)]

@@ -96,6 +96,22 @@ pub fn discover(data: &[u8]) -> Result<Binary> {
     })
 }
 
+/// A quick look before the whole discovery (which takes 0.15 s for 100,000
+/// functions): whether `data` has a non-empty table of sites a compiler
+/// wrote, or imports a profiling hook through the dynamic linker. `false`
+/// says nothing: [`discover`] may still find sites by decoding.
+pub fn may_have_sites(data: &[u8]) -> bool {
+    use object::{ObjectSection, ObjectSymbol};
+    let Ok(file) = object::File::parse(data) else {
+        return false;
+    };
+    file.sections()
+        .any(|s| s.size() > 0 && s.name().is_ok_and(tables::is_table))
+        || file
+            .dynamic_symbols()
+            .any(|s| s.is_undefined() && s.name().is_ok_and(|n| hooks::Hook::from_name(n).is_some()))
+}
+
 /// Orders the sites, keeps the first of two at one address (tables come
 /// before scans), and rejects a site that overlaps the one before it: two
 /// sites sharing bytes could not both be patched.

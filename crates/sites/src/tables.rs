@@ -42,6 +42,11 @@ const POINTER_TABLES: [(&str, Source); 3] = [
 
 const XRAY_TABLE: &str = "xray_instr_map";
 
+/// Whether `name` is one of the tables of sites compilers write.
+pub(crate) fn is_table(name: &str) -> bool {
+    name == XRAY_TABLE || POINTER_TABLES.iter().any(|(table, _)| *table == name)
+}
+
 /// At most how many entries the tables hold.
 pub(crate) fn capacity(image: &Image<'_>) -> usize {
     let ptr = image.isa.pointer_size();

@@ -16,6 +16,7 @@ use fntrace_format::meta::{AttachInfo, RunInfo, VERSION};
 
 use crate::cmd::record;
 use crate::control::{self, Failure};
+use crate::inject::InjectError;
 use crate::launch;
 use crate::options::RecordFlags;
 use crate::units::{human, parse_duration};
@@ -69,7 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .flags
         .into_request(argv.iter().map(Into::into).collect(), args.output.clone());
     if !request.options.force {
-        check_sites(&proc_dir, pid, &name)?;
+        check_sites(pid, &name)?;
     }
     let dir = control::dir()?;
     let socket = control::socket(&dir, pid);
@@ -182,7 +183,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     attach.restored.unwrap_or(0)
                 );
             }
-            Err(Failure::NoSession) if !alive(pid) => attach.ended_by = "exit".into(),
+            Err(Failure::NoSession) if !crate::inject::alive(pid) => attach.ended_by = "exit".into(),
             Err(e) => {
                 eprintln!("fntrace: error: cannot detach from process {pid}: {e}");
                 code = ExitCode::FAILURE;
@@ -213,32 +214,28 @@ fn target_argv(proc_dir: &Path) -> Vec<String> {
 }
 
 /// Fails when no module mapped in the process has a patchable site.
-fn check_sites(proc_dir: &Path, pid: i32, name: &str) -> anyhow::Result<()> {
-    let maps = match std::fs::read_to_string(proc_dir.join("maps")) {
-        Ok(maps) => maps,
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            anyhow::bail!("{}", crate::inject::permission(pid))
+fn check_sites(pid: i32, name: &str) -> anyhow::Result<()> {
+    let maps = crate::inject::maps(pid).map_err(|e| match &e {
+        InjectError::Io { error, .. } if error.kind() == std::io::ErrorKind::PermissionDenied => {
+            anyhow::anyhow!("{}", crate::inject::permission(pid))
         }
-        Err(e) => return Err(e).with_context(|| format!("cannot read the mappings of process {pid}")),
-    };
+        _ => anyhow::anyhow!("{e}"),
+    })?;
     let mut seen = std::collections::BTreeSet::new();
-    for line in maps.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let (Some(perms), Some(path)) = (fields.get(1), fields.get(5)) else {
-            continue;
-        };
-        if !perms.contains('x') || !path.starts_with('/') || !seen.insert(path.to_string()) {
+    for mapping in maps.iter().filter(|m| m.exec && m.path.starts_with('/')) {
+        if !seen.insert(mapping.id) {
             continue;
         }
-        let file = output_name(path);
+        let file = mapping.path.rsplit('/').next().unwrap_or(&mapping.path);
         if file.starts_with("ld-linux") || file == launch::RUNTIME {
             continue;
         }
-        let inside = proc_dir.join("root").join(path.trim_start_matches('/'));
-        let Ok(data) = std::fs::read(&inside).or_else(|_| std::fs::read(path)) else {
+        let Ok(data) = std::fs::read(crate::inject::target_file(pid, &mapping.path)) else {
             continue;
         };
-        if marked(&data) || fntrace_sites::discover(&data).is_ok_and(|b| !b.sites.is_empty()) {
+        if fntrace_sites::may_have_sites(&data)
+            || fntrace_sites::discover(&data).is_ok_and(|b| !b.sites.is_empty())
+        {
             return Ok(());
         }
     }
@@ -246,37 +243,6 @@ fn check_sites(proc_dir: &Path, pid: i32, name: &str) -> anyhow::Result<()> {
         "process {pid} ({name}) has no patchable sites (build it with gcc -pg -mfentry, \
          -fpatchable-function-entry=5 or clang -fxray-instrument; see 'fntrace list --help')"
     )
-}
-
-/// A quick look before the whole discovery (which takes 0.15 s for
-/// 100,000 functions): a table of sites the compiler wrote, or a call of a
-/// tracing hook through the dynamic linker. The runtime counts the sites
-/// exactly and gives up cleanly if there are none.
-fn marked(data: &[u8]) -> bool {
-    use object::{Object, ObjectSection, ObjectSymbol};
-    let Ok(file) = object::File::parse(data) else {
-        return false;
-    };
-    let tables = ["__mcount_loc", "__patchable_function_entries", "xray_instr_map"];
-    let hooks = ["__fentry__", "mcount", "_mcount", "__cyg_profile_func_enter"];
-    file.sections()
-        .any(|s| s.size() > 0 && s.name().is_ok_and(|n| tables.contains(&n)))
-        || file
-            .dynamic_symbols()
-            .any(|s| s.is_undefined() && s.name().is_ok_and(|n| hooks.contains(&n)))
-}
-
-fn output_name(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
-}
-
-/// Whether the process is still there (not a zombie).
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X")
-    })
 }
 
 /// Waits until the runtime in the process answers `ready`.
@@ -288,7 +254,7 @@ fn wait_ready(socket: &Path, pid: i32) -> anyhow::Result<String> {
             Err(Failure::NoSession) => {}
             Err(e) => anyhow::bail!("{e}"),
         }
-        if !alive(pid) {
+        if !crate::inject::alive(pid) {
             anyhow::bail!("process {pid} exited during attach");
         }
         if Instant::now() > deadline {
@@ -323,11 +289,15 @@ fn wait(pid: i32, socket: &Path, duration: Option<u64>, stop: &AtomicBool) -> an
         if until.is_some_and(|u| Instant::now() >= u) {
             return Ok("duration");
         }
-        if !alive(pid) {
+        if !crate::inject::alive(pid) {
             return Ok("exit");
         }
         if !socket.exists() {
-            return Ok(if alive(pid) { "detached" } else { "exit" });
+            return Ok(if crate::inject::alive(pid) {
+                "detached"
+            } else {
+                "exit"
+            });
         }
         std::thread::sleep(Duration::from_millis(10));
     }

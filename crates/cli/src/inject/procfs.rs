@@ -11,8 +11,8 @@ use object::{elf, Endianness, Object, ObjectSymbol, SymbolKind};
 use super::InjectError;
 
 /// A file as `/proc/PID/maps` identifies it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct FileId {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct FileId {
     pub major: u32,
     pub minor: u32,
     pub inode: u64,
@@ -35,9 +35,11 @@ impl FileId {
 
 /// One line of `/proc/PID/maps` that maps a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Mapping {
+pub(crate) struct Mapping {
     pub start: u64,
     pub offset: u64,
+    /// Mapped executable.
+    pub exec: bool,
     pub id: FileId,
     pub path: String,
 }
@@ -51,7 +53,7 @@ pub(super) struct Loader {
 
 /// System calls a thread sleeps in without holding `malloc`'s or the
 /// loader's locks: `read`, `poll`, `select`, `pause`, `nanosleep`,
-/// `accept`, `recvfrom`, `recvmsg`, `wait4`, `rt_sigtimedwait`... (x86-64 numbers).
+/// `accept`, `recvfrom`, `recvmsg`, `wait4`... (x86-64 numbers).
 const SLEEPING_SYSCALLS: [i64; 17] = [
     35, 230, 34, 7, 271, 23, 270, 232, 281, 441, 0, 43, 288, 45, 47, 61, 247,
 ];
@@ -102,9 +104,20 @@ pub(super) fn check_process(pid: i32) -> Result<(), InjectError> {
 
 /// The state letter of `/proc/.../stat` (after the command name, which may
 /// contain spaces and parentheses).
-fn state(stat_path: &str) -> Option<char> {
+pub(super) fn state(stat_path: &str) -> Option<char> {
     let stat = std::fs::read_to_string(stat_path).ok()?;
     stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+/// Whether process `pid` is still there (not a zombie).
+pub(crate) fn alive(pid: i32) -> bool {
+    state(&format!("/proc/{pid}/stat")).is_some_and(|c| c != 'Z' && c != 'X')
+}
+
+/// The system call thread `tid` of `pid` is blocked in, if any.
+pub(super) fn syscall_of(pid: i32, tid: i32) -> Option<i64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")).ok()?;
+    text.split_whitespace().next()?.parse().ok()
 }
 
 /// The target's executable must be x86-64 (and not an emulator).
@@ -188,7 +201,7 @@ pub(super) fn ptrace_scope() -> Option<String> {
 
 /// The file a path in the target's maps names, seen through its root
 /// (another mount namespace, a chroot), or as is if that cannot be read.
-pub(super) fn target_file(pid: i32, path: &str) -> PathBuf {
+pub(crate) fn target_file(pid: i32, path: &str) -> PathBuf {
     let through_root = Path::new(&format!("/proc/{pid}/root")).join(path.trim_start_matches('/'));
     if through_root.exists() {
         through_root
@@ -198,7 +211,7 @@ pub(super) fn target_file(pid: i32, path: &str) -> PathBuf {
 }
 
 /// The file mappings of process `pid`.
-pub(super) fn maps(pid: i32) -> Result<Vec<Mapping>, InjectError> {
+pub(crate) fn maps(pid: i32) -> Result<Vec<Mapping>, InjectError> {
     let path = format!("/proc/{pid}/maps");
     let text = std::fs::read_to_string(&path).map_err(io_error(format!("cannot read {path}")))?;
     Ok(text.lines().filter_map(parse_map_line).collect())
@@ -214,7 +227,7 @@ pub(super) fn parse_map_line(line: &str) -> Option<Mapping> {
         Some(field)
     };
     let (start, _end) = field()?.split_once('-')?;
-    let _perms = field()?;
+    let perms = field()?;
     let offset = field()?;
     let (major, minor) = field()?.split_once(':')?;
     let inode: u64 = field()?.parse().ok()?;
@@ -225,6 +238,7 @@ pub(super) fn parse_map_line(line: &str) -> Option<Mapping> {
     Some(Mapping {
         start: u64::from_str_radix(start, 16).ok()?,
         offset: u64::from_str_radix(offset, 16).ok()?,
+        exec: perms.contains('x'),
         id: FileId {
             major: u32::from_str_radix(major, 16).ok()?,
             minor: u32::from_str_radix(minor, 16).ok()?,
@@ -288,17 +302,10 @@ fn live_threads(pid: i32) -> Vec<i32> {
 
 /// The thread to run the calls in; see [`super::inject`] for the order.
 pub(super) fn choose_thread(pid: i32) -> i32 {
-    let rank = |tid: i32| {
-        let syscall = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")).unwrap_or_default();
-        match syscall
-            .split_whitespace()
-            .next()
-            .and_then(|nr| nr.parse::<i64>().ok())
-        {
-            Some(nr) if SLEEPING_SYSCALLS.contains(&nr) => 0,
-            Some(nr) if FUTEX_SYSCALLS.contains(&nr) => 1,
-            _ => 2,
-        }
+    let rank = |tid: i32| match syscall_of(pid, tid) {
+        Some(nr) if SLEEPING_SYSCALLS.contains(&nr) => 0,
+        Some(nr) if FUTEX_SYSCALLS.contains(&nr) => 1,
+        _ => 2,
     };
     // The lowest rank first, the main thread first among equals.
     let mut threads: Vec<(u8, i32)> = live_threads(pid)

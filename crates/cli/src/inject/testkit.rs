@@ -253,15 +253,9 @@ pub(super) fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
-/// The system call thread `tid` of `pid` is blocked in, if any.
-pub(super) fn syscall_of(pid: i32, tid: i32) -> Option<i64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")).ok()?;
-    text.split_whitespace().next()?.parse().ok()
-}
-
+/// The state letter of process `pid` (`R`, `S`, `T`, `Z`...).
 pub(super) fn state_of(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+    super::procfs::state(&format!("/proc/{pid}/stat"))
 }
 
 /// Checks that every worker and, in `sleep` mode, the main thread make progress.

@@ -7,7 +7,8 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::testkit::{assert_progress, state_of, syscall_of, wait_until, Scratch, Target, STATIC_C};
+use super::procfs::syscall_of;
+use super::testkit::{assert_progress, state_of, wait_until, Scratch, Target, STATIC_C};
 use super::{inject, InjectError};
 
 #[test]
@@ -291,11 +292,13 @@ fn inject_parses_maps_lines() {
         }
     );
     assert_eq!(mapping.path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+    assert!(!mapping.exec);
     assert_eq!(
         super::procfs::parse_map_line("7ffd1000-7ffd2000 rw-p 00000000 00:00 0    [stack]"),
         None
     );
     let spaced = "1000-2000 r-xp 00000000 08:02 99 /tmp/a b (deleted)";
+    assert!(super::procfs::parse_map_line(spaced).unwrap().exec);
     assert_eq!(
         super::procfs::parse_map_line(spaced).unwrap().path,
         "/tmp/a b (deleted)"
