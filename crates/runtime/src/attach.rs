@@ -249,8 +249,11 @@ impl Session {
             return Err("the process has no patchable sites".into());
         }
         let hooks = crate::gothook::install();
-        tracer::start(&lookup(&self.settings), true)?;
-        self.started = true;
+        let started = tracer::start(&lookup(&self.settings), true);
+        // A start that failed half-way (a site refused, say) may have its
+        // session and writer running: the detach must stop them too.
+        self.started = tracer::has_session();
+        started?;
         Ok(format!("{} unwind_hooks={hooks}", self.status()))
     }
 
@@ -296,17 +299,19 @@ impl Session {
     /// thread still inside a traced call returns through its return
     /// trampoline, which must outlive every such call.
     fn end(&mut self) -> Result<String, String> {
-        refresh_modules();
+        // Libraries unloaded meanwhile are forgotten; new ones are not
+        // taken in (they would be patched only to be given back).
+        api::with_state(|state| {
+            loader::unload_gone(state);
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
         if std::mem::take(&mut self.started) {
             tracer::stop();
         } else {
             tracer::unregister();
         }
-        let swapped = api::with_state(|state| {
-            loader::unload_gone(state);
-            Ok(state.set_original(true))
-        })
-        .map_err(|e| e.to_string())?;
+        let swapped = api::with_state(|state| Ok(state.set_original(true))).map_err(|e| e.to_string())?;
         // The unwinder's hooks stay while a thread may still return through
         // a hijacked address (an exception then must find it put back).
         let mut inside = tracer::threads_inside();

@@ -313,12 +313,20 @@ pub fn unregister() -> bool {
     true
 }
 
-/// Takes new settings while recording (`fntrace ctl`): the ops is
-/// replaced by one with the new filter, under the new `Config`; with
-/// `on` false it stays unregistered (tracing off).
+/// Takes new settings while recording (`fntrace ctl`), under a new
+/// `Config`. While tracing stays on with the same tracer and the same
+/// routines (fast or generic), the ops keeps its slots and only takes the
+/// new filter: the sites whose wanting changes are patched, no others.
+/// Otherwise the ops is replaced by a new one; with `on` false it stays
+/// unregistered (tracing off).
 pub fn reconfigure(var: &dyn Fn(&str) -> Option<String>, on: bool) -> Result<(), String> {
     let parsed = parse(var)?;
-    unregister();
+    let old = config();
+    let kept =
+        (*ops_slot()).filter(|_| on && parsed.config.kind == old.kind && parsed.config.fast == old.fast);
+    if kept.is_none() {
+        unregister();
+    }
     for t in thread::all() {
         t.fend.store(0, Ordering::Relaxed);
     }
@@ -328,10 +336,18 @@ pub fn reconfigure(var: &dyn Fn(&str) -> Option<String>, on: bool) -> Result<(),
         Ok(())
     })
     .map_err(|e| e.to_string())?;
-    if on {
-        register(&parsed.filter, &parsed.ops_notrace)?;
+    match kept {
+        Some(ops) => ops
+            .set_filter(&parsed.filter, &parsed.ops_notrace)
+            .map_err(|e| e.to_string()),
+        None if on => register(&parsed.filter, &parsed.ops_notrace),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Whether a session is open (started, perhaps only half-way).
+pub fn has_session() -> bool {
+    session::lock().is_some()
 }
 
 /// Ends the session (`fntrace attach` detaching): the ops is unregistered,
