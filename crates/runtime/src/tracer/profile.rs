@@ -70,13 +70,14 @@ pub fn exit(t: &mut Thread, fid: u32, dur: u64, children: u64) {
     }
 }
 
-/// The sum over every thread, by function id: (calls, total, self, min, max) in ticks.
 /// Forgets every count (a new session after `fntrace attach` detached);
 /// the calls still open (`active`) stay counted as such.
 pub fn reset_all() {
     for t in thread::all() {
-        let p = t.profile.load(Ordering::Acquire);
+        // The length first: a grown table is published before its length,
+        // so a length read is never larger than the table read after it.
         let len = t.profile_len.load(Ordering::Acquire) as usize;
+        let p = t.profile.load(Ordering::Acquire);
         for fid in 0..len {
             // SAFETY: `p` holds `len` cells, never unmapped (a grown table
             // leaves the old one mapped).
@@ -88,11 +89,14 @@ pub fn reset_all() {
     }
 }
 
+/// The sum over every thread, by function id: (calls, total, self, min, max) in ticks.
 pub fn totals() -> BTreeMap<u32, [u64; 5]> {
     let mut out: BTreeMap<u32, [u64; 5]> = BTreeMap::new();
     for t in thread::all() {
-        let p = t.profile.load(Ordering::Acquire);
+        // The length first: a grown table is published before its length,
+        // so a length read is never larger than the table read after it.
         let len = t.profile_len.load(Ordering::Acquire) as usize;
+        let p = t.profile.load(Ordering::Acquire);
         for fid in 0..len {
             // SAFETY: `len` cells of a table never unmapped.
             let c = unsafe { &*p.add(fid) };

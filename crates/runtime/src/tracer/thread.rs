@@ -448,8 +448,11 @@ fn create() -> Option<*mut Thread> {
         (data as *mut Frame).add(1)
     };
     let now = super::clock::now();
-    let fast_mode = super::config().fast;
+    // The generation before the settings: settings newer than the
+    // generation read are taken again at the next slow entry, never the
+    // other way round.
     let generation = super::GENERATION.load(Ordering::Acquire);
+    let config = super::config();
     let t = Thread {
         wptr: AtomicUsize::new(0),
         wend: 0,
@@ -459,7 +462,7 @@ fn create() -> Option<*mut Thread> {
         recorded: 0,
         fend: AtomicUsize::new(0),
         busy: false,
-        fast_mode,
+        fast_mode: config.fast,
         generation,
         tid: sys::gettid(),
         dead: AtomicBool::new(false),
@@ -472,7 +475,7 @@ fn create() -> Option<*mut Thread> {
         lost_total: AtomicU64::new(0),
         flight: FLIGHT.load(Ordering::Relaxed),
         chunks,
-        max_depth: super::config().max_depth,
+        max_depth: config.max_depth,
         inside: 0,
         hidden: 0,
         overflow: 0,
