@@ -84,11 +84,7 @@ pub fn install() -> usize {
     crate::dlhook::set_real(real[unwind.len()], real[unwind.len() + 1]);
     let mut hooked = hooked();
     for loaded in modules::loaded() {
-        let name = loaded.name();
-        if loaded.contains(install as *const () as usize)
-            || name.starts_with("linux-vdso")
-            || name.starts_with("ld-linux")
-        {
+        if crate::loader::ignored(&loaded) {
             continue;
         }
         let Ok(file) = ModuleFile::open(&loaded.path) else {
@@ -100,11 +96,15 @@ pub fn install() -> usize {
         for import in imports {
             let slot = loaded.bias.wrapping_add(import.slot as usize);
             let wrapper = wrappers[import.which];
-            if real[import.which] == 0 || slot % 8 != 0 || sys::protection_at(slot).is_none() {
+            // Hooked already (an earlier dlopen): no need to look at the map.
+            if real[import.which] == 0 || slot % 8 != 0 || hooked.iter().any(|h| h.slot == slot) {
+                continue;
+            }
+            if sys::protection_at(slot).is_none() {
                 continue;
             }
             let original = read_slot(slot);
-            if original == wrapper || hooked.iter().any(|h| h.slot == slot) {
+            if original == wrapper {
                 continue;
             }
             if write_slot(slot, wrapper) {

@@ -25,7 +25,7 @@ pub fn shape_of(kind: SiteKind) -> (Shape, Role) {
 
 /// Whether the runtime leaves a module alone: itself, the vDSO, the
 /// dynamic linker.
-fn ignored(loaded: &Loaded) -> bool {
+pub(crate) fn ignored(loaded: &Loaded) -> bool {
     let name = loaded.name();
     loaded.contains(ignored as *const () as usize)
         || name.starts_with("linux-vdso")
@@ -150,6 +150,9 @@ fn convert(
     live: bool,
 ) -> (Vec<Site>, Vec<SiteRecord>, Vec<(usize, Code)>) {
     state.stats.sites += found.len();
+    // The compiler's bytes are kept for a detach (`originals.rs`): only a
+    // runtime that was attached can detach.
+    let keep_originals = crate::attach::attached();
     let mut originals = Vec::new();
     let batch = if live { found.len() } else { BATCH };
     let mut pokes = Vec::with_capacity(found.len().min(batch));
@@ -168,7 +171,7 @@ fn convert(
             let (site, record, poke) = check(state, loaded, &found, fid_base, &mut segment)?;
             if poke.old == poke.new {
                 canonical += 1;
-            } else {
+            } else if keep_originals {
                 originals.push((poke.addr, poke.old));
             }
             pokes.push(poke);

@@ -59,7 +59,8 @@ pub struct ModState {
     /// The id of its first function.
     pub fid_base: u32,
     /// (address, bytes) of the sites whose original bytes were not their
-    /// canonical NOP, in address order (`originals.rs`).
+    /// canonical NOP, in address order (`originals.rs`); kept only in an
+    /// attached runtime, the one that can detach.
     pub originals: Vec<(usize, Code)>,
     pools: Vec<Pool>,
     /// Slots are being written in a batch (`Pool::begin`).
