@@ -342,14 +342,16 @@ fn run_calls(
                     message,
                 });
             }
+            // A handle says the library is loaded: without a call to make,
+            // the stopped thread goes on at once, /proc/PID/maps unread.
+            if !after_load {
+                return Ok((true, 0));
+            }
             let bias = lib.base_in(pid, &procfs::maps(pid)?);
             let bias = bias.ok_or_else(|| InjectError::NotMapped {
                 pid,
                 library: lib.path.clone(),
             })?;
-            if !after_load {
-                return Ok((true, 0));
-            }
             (true, bias)
         }
     };

@@ -210,6 +210,8 @@ fn target_exits_while_attached() {
     let dir = work.path("exit.data");
     let mut attach = Attach::start(pid, &dir, &[]);
     std::thread::sleep(Duration::from_millis(150));
+    // The path the test computes is the session's: there while attached.
+    assert!(control_socket(pid).exists(), "no control socket while attached");
     assert_eq!(target.quit().1, 0);
     let out = attach.wait();
     let said = procs::text(&out.stderr);

@@ -191,8 +191,6 @@ pub fn environment(request: &Request, dir: &Path) -> Vec<(&'static str, Option<O
     ]
 }
 
-/// Fails when `program` is an ELF file without patchable sites: nothing of
-/// it could be traced. Other files (scripts) are left to the kernel.
 /// Refuses, before anything is written, an ELF program of another
 /// architecture: the runtime `record` preloads is x86-64 (`fntrace list`
 /// reads MIPS and AArch64 files, and their plans run in `crates/emu`).
@@ -210,6 +208,8 @@ fn check_arch(program: &Path, name: &str) -> anyhow::Result<()> {
     }
 }
 
+/// Fails when `program` is an ELF file without patchable sites: nothing of
+/// it could be traced. Other files (scripts) are left to the kernel.
 fn check_sites(program: &Path, name: &str) -> anyhow::Result<()> {
     let data = output::read_input(program)?;
     if !data.starts_with(b"\x7fELF") {
