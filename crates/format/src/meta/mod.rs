@@ -66,7 +66,8 @@ pub struct AttachInfo {
     /// The thread that was stopped to load the runtime.
     #[serde(default)]
     pub tid: u32,
-    /// The longest time any thread of the process was stopped (ns).
+    /// The longest time the injected thread was stopped by ptrace (ns); the
+    /// threads that meet a breakpoint of the live patching are not counted.
     #[serde(default)]
     pub longest_pause_ns: u64,
     /// The runtime was loaded by this attach (false: it was there from an
