@@ -48,6 +48,18 @@ impl ElfArch {
         is_64: true,
         big_endian: false,
     };
+
+    /// The architecture as users know it, with the class or byte order
+    /// that makes it one fntrace does not handle ("32-bit x86-64",
+    /// "big-endian AArch64"), for messages.
+    pub fn describe(&self) -> String {
+        let name = elf_machine_name(self.machine);
+        match self.machine {
+            EM_X86_64 | EM_AARCH64 if !self.is_64 => format!("32-bit {name}"),
+            EM_AARCH64 if self.big_endian => format!("big-endian {name}"),
+            _ => name,
+        }
+    }
 }
 
 /// The one of `layers` (x86-64, AArch64, MIPS32 BE/LE, MIPS64 BE/LE)

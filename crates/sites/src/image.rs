@@ -59,14 +59,7 @@ impl<'d> Image<'d> {
             is_64: file.is_64(),
             big_endian: !file.is_little_endian(),
         };
-        let isa = fntrace_arch::for_elf(arch)
-            .ok_or_else(|| Error::UnsupportedArch(fntrace_arch::elf_machine_name(machine)))?;
-        if !file.is_64() && machine == fntrace_arch::EM_X86_64 {
-            return Err(Error::UnsupportedArch(format!(
-                "32-bit {}",
-                fntrace_arch::elf_machine_name(machine)
-            )));
-        }
+        let isa = fntrace_arch::for_elf(arch).ok_or_else(|| Error::UnsupportedArch(arch.describe()))?;
         let kind = match file.kind() {
             object::ObjectKind::Relocatable => FileKind::Relocatable,
             object::ObjectKind::Executable => FileKind::Executable,

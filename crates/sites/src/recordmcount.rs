@@ -142,8 +142,7 @@ fn append<Elf: FileHeader<Endian = Endianness>>(
         is_64: header.is_type_64(),
         big_endian: !object::Endian::is_little_endian(endian),
     };
-    let isa = fntrace_arch::for_elf(arch)
-        .ok_or_else(|| Error::UnsupportedArch(fntrace_arch::elf_machine_name(machine.0)))?;
+    let isa = fntrace_arch::for_elf(arch).ok_or_else(|| Error::UnsupportedArch(arch.describe()))?;
     let sections = header.sections(endian, data)?;
     let symtab = sections.symbols(endian, data, SHT_SYMTAB)?.section().0;
     if symtab == 0 {
