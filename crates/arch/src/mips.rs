@@ -49,6 +49,16 @@ pub const MIPS64_LE: Mips = Mips {
 };
 
 impl Mips {
+    /// The 001 design's flag register `t0` in this ABI (`$8` in o32,
+    /// `$12` in n64): 0 with registers, 1 without.
+    pub(crate) const fn t0(&self) -> u32 {
+        if self.n64 {
+            encode::reg::T0_N64
+        } else {
+            encode::reg::T0_O32
+        }
+    }
+
     /// The instruction word at the start of `code`, if there are 4 bytes.
     pub fn word(&self, code: &[u8]) -> Option<u32> {
         let b: [u8; 4] = code.get(..4)?.try_into().ok()?;

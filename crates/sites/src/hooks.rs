@@ -95,10 +95,15 @@ impl Hooks {
         let Ok(name) = dynsyms.symbol_by_index(index).and_then(|s| s.name()) else {
             return;
         };
+        self.add_slot(reloc.offset, name);
+    }
+
+    /// A GOT slot filled with symbol `name`'s address.
+    fn add_slot(&mut self, slot: u64, name: &str) {
         if let Some(hook) = Hook::from_name(name) {
-            self.slots.insert(reloc.offset, hook);
+            self.slots.insert(slot, hook);
         }
-        self.slot_names.insert(reloc.offset, name.to_string());
+        self.slot_names.insert(slot, name.to_string());
     }
 
     /// True if nothing in the file calls a hook.
@@ -109,10 +114,7 @@ impl Hooks {
     fn read_linked(&mut self, image: &Image<'_>, functions: &FunctionTable, got: &Got) {
         // GOT slots that dynamic symbols name without a relocation (MIPS).
         for (slot, name) in &got.symbol_slots {
-            if let Some(hook) = Hook::from_name(name) {
-                self.slots.insert(*slot, hook);
-            }
-            self.slot_names.insert(*slot, name.clone());
+            self.add_slot(*slot, name);
         }
         // Hooks defined in the file itself (static links, custom hooks).
         let mut defined: HashMap<u64, Hook> = HashMap::new();

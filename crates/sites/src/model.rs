@@ -149,6 +149,12 @@ impl Site {
         self.bytes.len()
     }
 
+    /// Whether the whole site lies before its function's entry, where
+    /// calls never run it (gcc 12's `-fpatchable-function-entry` on MIPS).
+    pub fn before_entry(&self) -> bool {
+        self.kind == SiteKind::Patchable && usize::from(self.prefix) >= self.len()
+    }
+
     /// Never true: every site has at least one byte.
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()

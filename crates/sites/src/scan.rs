@@ -143,7 +143,7 @@ fn lost_patchable_entries(cx: &Context<'_, '_>, known: &[&[Site]]) -> Vec<Site> 
     let (len, prefix) = (first.len(), first.prefix);
     // A run wholly before the entry (gcc 12 on MIPS) cannot be told from
     // the padding before any function: zero words are NOPs there.
-    if usize::from(prefix) >= len || recorded.any(|s| s.len() != len || s.prefix != prefix) {
+    if first.before_entry() || recorded.any(|s| s.len() != len || s.prefix != prefix) {
         return Vec::new();
     }
     let covered = covered(known, cx.functions.functions.len());

@@ -110,20 +110,11 @@ impl Frame {
     }
 }
 
-/// The entry sites' flag register `t0` of `m`'s ABI.
-const fn t0(m: &Mips) -> u32 {
-    if m.n64 {
-        T0_N64
-    } else {
-        T0_O32
-    }
-}
-
 /// The registers every trampoline saves and restores, in ascending order.
 pub(crate) fn preserved(m: &Mips) -> Vec<u32> {
     let args = if m.n64 { 4..12 } else { 4..8 };
     let mut set: Vec<u32> = [AT, V0, V1].into_iter().chain(args).collect();
-    set.extend([t0(m), 15, T9, GP, FP, RA]);
+    set.extend([m.t0(), 15, T9, GP, FP, RA]);
     set.sort_unstable();
     set.dedup();
     set
@@ -288,7 +279,7 @@ pub(super) fn trampoline(m: &Mips, at: u64, spec: &TrampolineSpec) -> Result<Vec
             a.put(move_(A0 + 2, ZERO));
             a.regs_frame(f.size, AT);
             let skip = (a.w.len() - branch - 1) as i16;
-            a.w[branch] = bne(t0(m), ZERO, skip);
+            a.w[branch] = bne(m.t0(), ZERO, skip);
             a.call(spec.callback, AT, RA);
             a.restore();
             a.addp(SP, SP, f.size);

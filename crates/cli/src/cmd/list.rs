@@ -115,14 +115,8 @@ fn report_rejected(binary: &Binary, path: &str) {
     }
 }
 
-/// Whether a site lies wholly before its function's entry, where calls
-/// never run it (gcc 12's `-fpatchable-function-entry` on MIPS).
-fn before_entry(site: &Site) -> bool {
-    site.kind == SiteKind::Patchable && usize::from(site.prefix) >= site.len()
-}
-
 fn report_before_entry(binary: &Binary, path: &str) {
-    let n = binary.sites.iter().filter(|s| before_entry(s)).count();
+    let n = binary.sites.iter().filter(|s| s.before_entry()).count();
     if n > 0 {
         eprintln!(
             "fntrace: warning: {path}: {n} patchable site{} lie wholly before the function entry, \
@@ -193,7 +187,7 @@ fn address(binary: &Binary, section: usize, address: u64) -> String {
 }
 
 fn kinds(entry: &Entry<'_>) -> String {
-    let mut kinds: Vec<(SiteKind, bool)> = entry.sites.iter().map(|s| (s.kind, before_entry(s))).collect();
+    let mut kinds: Vec<(SiteKind, bool)> = entry.sites.iter().map(|s| (s.kind, s.before_entry())).collect();
     kinds.sort();
     kinds.dedup();
     kinds
@@ -247,7 +241,7 @@ fn write_sites(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> 
                 e.name,
                 offset,
                 hex(&s.bytes),
-                if before_entry(s) {
+                if s.before_entry() {
                     " before the entry: never runs"
                 } else {
                     ""
@@ -309,7 +303,7 @@ fn write_json(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> a
                         form: s.form.to_string(),
                         source: s.source.as_str(),
                         prefix: s.prefix,
-                        before_entry: before_entry(s),
+                        before_entry: s.before_entry(),
                         bytes: s.bytes.iter().map(|b| format!("{b:02x}")).collect(),
                         section: binary.section_name(s.section),
                     })

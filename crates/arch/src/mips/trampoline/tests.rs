@@ -393,7 +393,7 @@ fn jalr_at_at_disassembles() {
     for m in &ALL {
         let word = jalr(AT, AT);
         assert_eq!(word, 0x0020_0809);
-        let Some(d) = disassemble(m, 0x1000, &m.code(&[word, li(t0(m), 1)])) else {
+        let Some(d) = disassemble(m, 0x1000, &m.code(&[word, li(m.t0(), 1)])) else {
             continue;
         };
         assert!(d[0].is("jalr at,at") && d[1].is("li t0,1"), "{d:?}");
