@@ -146,7 +146,9 @@ impl Mips {
         }
         let word = *w.get(k)?;
         let target = if let Some((_, r, value)) = built {
-            (jalr_ra(word) == Some(r) && r != reg::AT).then_some(CallTarget::Direct(value))?
+            // gcc's profiler call builds the address in `v1` (the plans
+            // rely on it: `at` is the return address, `v1` is scratch).
+            (jalr_ra(word) == Some(r) && r == reg::V1).then_some(CallTarget::Direct(value))?
         } else if let Some(off) = t9_load(word) {
             // PIC; GNU ld may have turned `jalr t9` into `bal`/`jal`.
             k += 1;

@@ -43,15 +43,6 @@ pub(super) enum Form {
 }
 
 impl Mips {
-    /// The `t0` of the 001 design in this ABI.
-    fn t0(&self) -> u32 {
-        if self.n64 {
-            reg::T0_N64
-        } else {
-            reg::T0_O32
-        }
-    }
-
     /// The site's form, checked word by word.
     pub(super) fn form(&self, site: &PlanSite<'_>) -> Result<Form, PlanError> {
         let w = self.words(site.original);
@@ -107,7 +98,11 @@ impl Mips {
     fn long_call_words(&self, original: &[u32], target: u64) -> Result<Vec<u32>, PlanError> {
         let with = |word: u32, imm: u16| (word & 0xffff_0000) | imm as u32;
         if original.len() == 2 {
-            if !e::fits_hi_lo(target) {
+            // `lui` sign-extends; a 64-bit `daddiu` after it cannot make
+            // 0x7fff8000..0x7fffffff (an o32 `addiu` can).
+            let built = (i64::from(e::hi(target) as i16) << 16) + i64::from(e::lo(target));
+            let daddiu = e::opcode(original[1]) == 0x19;
+            if !e::fits_hi_lo(target) || (daddiu && built != target as i64) {
                 return Err(PlanError::Reach { from: 0, to: target });
             }
             return Ok(vec![
