@@ -20,6 +20,10 @@ pub enum CallTarget {
     /// An indirect call through the pointer stored at this address
     /// (`call *slot(%rip)` on x86-64, e.g. a GOT entry).
     Memory(u64),
+    /// An indirect call through the pointer stored at this offset from the
+    /// global pointer (MIPS PIC: `lw t9, %call16(f)(gp); jalr t9`): a GOT
+    /// entry, once the file's `_gp` is known.
+    GpRelative(i64),
 }
 
 /// A call site found from a relocation in a relocatable object.
@@ -71,29 +75,6 @@ pub trait Isa: Sync {
     /// Calls `found(address, call)` for every call instruction in `code`
     /// (located at `addr`), decoding linearly from the start.
     fn for_each_call(&self, code: &[u8], addr: u64, found: &mut dyn FnMut(u64, Call));
-
-    /// [`Isa::decode_call`], for code whose calls may load their target
-    /// relative to a global pointer register with the link-time value `gp`
-    /// (MIPS PIC: `lw t9, %call16(f)(gp)`; `_gp`). With `None` the pointer is
-    /// taken as 0, so such a [`CallTarget::Memory`] holds the offset alone.
-    /// The default ignores `gp`.
-    fn decode_call_with_gp(&self, code: &[u8], addr: u64, gp: Option<u64>) -> Option<Call> {
-        let _ = gp;
-        self.decode_call(code, addr)
-    }
-
-    /// [`Isa::for_each_call`], with the global pointer of
-    /// [`Isa::decode_call_with_gp`]. The default ignores `gp`.
-    fn for_each_call_with_gp(
-        &self,
-        code: &[u8],
-        addr: u64,
-        gp: Option<u64>,
-        found: &mut dyn FnMut(u64, Call),
-    ) {
-        let _ = gp;
-        self.for_each_call(code, addr, found)
-    }
 
     /// Whether `code` (located at `addr`) may hold a call whose target
     /// `wanted` accepts. `false` means [`Isa::for_each_call`] would find no

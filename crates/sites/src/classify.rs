@@ -20,8 +20,6 @@ pub(crate) struct Context<'a, 'd> {
     pub image: &'a Image<'d>,
     pub functions: &'a FunctionTable,
     pub hooks: &'a Hooks,
-    /// The global pointer that PIC calls address the GOT with (MIPS).
-    pub gp: Option<u64>,
 }
 
 impl Context<'_, '_> {
@@ -87,7 +85,7 @@ pub(crate) fn classify(cx: &Context<'_, '_>, entry: &Entry) -> Result<Site, Reje
             } else {
                 "__fentry__ or mcount"
             };
-            if let Some(call) = cx.image.isa.decode_call_with_gp(code, address, cx.gp) {
+            if let Some(call) = cx.image.isa.decode_call(code, address) {
                 return match cx.hook_of_call(section, address, call) {
                     Some((len, hook)) if wanted.contains(&hook) => Ok(cx.site(
                         section,

@@ -71,6 +71,9 @@ pub(crate) struct Hooks {
     slot_names: HashMap<u64, String>,
     /// Relocatable objects: (section, call offset) → (call length, hook).
     relocated: HashMap<(usize, u64), (u8, Hook)>,
+    /// Linked files: the global pointer GP-relative calls load through
+    /// (MIPS `_gp`).
+    gp: Option<u64>,
 }
 
 impl Hooks {
@@ -80,6 +83,7 @@ impl Hooks {
         if image.relocatable() {
             self.read_relocations(image);
         } else {
+            self.gp = got.gp;
             self.read_linked(image, functions, got);
         }
         self
@@ -189,6 +193,7 @@ impl Hooks {
         match target {
             CallTarget::Direct(address) => self.direct.get(&address).copied(),
             CallTarget::Memory(slot) => self.slots.get(&slot).copied(),
+            CallTarget::GpRelative(offset) => self.slots.get(&self.gp?.wrapping_add_signed(offset)).copied(),
         }
     }
 
@@ -222,6 +227,15 @@ impl Hooks {
                 Some(name) => format!("*{name}@got"),
                 None => format!("*{slot:#x}"),
             },
+            CallTarget::GpRelative(offset) => {
+                match self
+                    .gp
+                    .and_then(|gp| self.slot_names.get(&gp.wrapping_add_signed(offset)))
+                {
+                    Some(name) => format!("*{name}@got"),
+                    None => format!("*{offset}(gp)"),
+                }
+            }
         }
     }
 }

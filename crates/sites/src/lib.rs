@@ -68,7 +68,6 @@ pub fn discover(data: &[u8]) -> Result<Binary> {
         image: &image,
         functions: &functions,
         hooks: &hooks,
-        gp: got.gp,
     };
 
     // Entries are classified as they are read; the table's own rejections

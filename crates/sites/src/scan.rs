@@ -86,26 +86,24 @@ fn hook_calls(cx: &Context<'_, '_>, known: &[Site]) -> Vec<Site> {
         {
             return;
         }
-        cx.image
-            .isa
-            .for_each_call_with_gp(code, start, cx.gp, &mut |address, call| {
-                let Some(hook) = cx.hooks.linked_call(call.target) else {
-                    return;
-                };
-                if at.binary_search(&(section, address)).is_ok() {
-                    return;
-                }
-                let offset = (address - start) as usize;
-                let len = usize::from(call.len);
-                found.push(cx.site(
-                    section,
-                    address,
-                    &code[offset..offset + len],
-                    hook_kind(hook),
-                    Source::CodeScan,
-                    Form::Call,
-                ));
-            });
+        cx.image.isa.for_each_call(code, start, &mut |address, call| {
+            let Some(hook) = cx.hooks.linked_call(call.target) else {
+                return;
+            };
+            if at.binary_search(&(section, address)).is_ok() {
+                return;
+            }
+            let offset = (address - start) as usize;
+            let len = usize::from(call.len);
+            found.push(cx.site(
+                section,
+                address,
+                &code[offset..offset + len],
+                hook_kind(hook),
+                Source::CodeScan,
+                Form::Call,
+            ));
+        });
     };
 
     if cx.functions.functions.is_empty() {

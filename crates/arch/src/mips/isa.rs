@@ -130,8 +130,8 @@ impl Mips {
     }
 
     /// The `-pg` sequence that starts at `w[0]` (located at `addr`):
-    /// `(instructions, target)`. `gp`: see [`Isa::decode_call_with_gp`].
-    fn sequence(&self, w: &[u32], addr: u64, gp: Option<u64>) -> Option<(usize, CallTarget)> {
+    /// `(instructions, target)`.
+    fn sequence(&self, w: &[u32], addr: u64) -> Option<(usize, CallTarget)> {
         let at = |k: usize| addr.wrapping_add(4 * k as u64);
         let built = self.build(w);
         let mut k = built.map_or(0, |(n, _, _)| n);
@@ -154,7 +154,7 @@ impl Mips {
             k += 1;
             let word = *w.get(k)?;
             if jalr_ra(word) == Some(reg::T9) {
-                CallTarget::Memory(gp.unwrap_or(0).wrapping_add(off as u64))
+                CallTarget::GpRelative(off)
             } else if is_jal(word) {
                 CallTarget::Direct(jal_target(at(k), word))
             } else {
@@ -172,9 +172,9 @@ impl Mips {
         Some((k + 2, target))
     }
 
-    fn sequence_call(&self, code: &[u8], addr: u64, gp: Option<u64>) -> Option<Call> {
+    fn sequence_call(&self, code: &[u8], addr: u64) -> Option<Call> {
         let w = self.words(&code[..code.len().min(4 * (MAX_SEQUENCE + 1))]);
-        let (n, target) = self.sequence(&w, addr, gp)?;
+        let (n, target) = self.sequence(&w, addr)?;
         Some(Call {
             len: (4 * n) as u8,
             target,
@@ -206,31 +206,17 @@ impl Isa for Mips {
     }
 
     fn decode_call(&self, code: &[u8], addr: u64) -> Option<Call> {
-        self.sequence_call(code, addr, None)
-    }
-
-    fn decode_call_with_gp(&self, code: &[u8], addr: u64, gp: Option<u64>) -> Option<Call> {
-        self.sequence_call(code, addr, gp)
+        self.sequence_call(code, addr)
     }
 
     fn for_each_call(&self, code: &[u8], addr: u64, found: &mut dyn FnMut(u64, Call)) {
-        self.for_each_call_with_gp(code, addr, None, found)
-    }
-
-    fn for_each_call_with_gp(
-        &self,
-        code: &[u8],
-        addr: u64,
-        gp: Option<u64>,
-        found: &mut dyn FnMut(u64, Call),
-    ) {
         let w = self.words(code);
         let mut i = 0;
         while i < w.len() {
             let at = addr.wrapping_add(4 * i as u64);
             let end = w.len().min(i + MAX_SEQUENCE + 1);
             match Mips::may_start(w[i])
-                .then(|| self.sequence(&w[i..end], at, gp))
+                .then(|| self.sequence(&w[i..end], at))
                 .flatten()
             {
                 Some((n, target)) => {
@@ -319,7 +305,7 @@ impl Isa for Mips {
         (0..MAX_SEQUENCE as u64).find_map(|back| {
             let start = r_offset.checked_sub(4 * back)?;
             let code = section.get(usize::try_from(start).ok()?..)?;
-            let call = self.sequence_call(code, start, None)?;
+            let call = self.sequence_call(code, start)?;
             (r_offset < start + u64::from(call.len)).then_some(RelocCall {
                 offset: start,
                 len: call.len,
@@ -369,12 +355,12 @@ mod tests {
         0,
     ];
 
-    fn calls(isa: &Mips, words: &[u32], addr: u64, gp: Option<u64>) -> Vec<(u64, Call)> {
+    fn calls(isa: &Mips, words: &[u32], addr: u64) -> Vec<(u64, Call)> {
         let mut code = isa.code(&[0x2402_000a]);
         code.extend(isa.code(words));
         code.extend(isa.code(&[0x03e0_0008]));
         let mut out = Vec::new();
-        isa.for_each_call_with_gp(&code, addr - 4, gp, &mut |a, c| out.push((a, c)));
+        isa.for_each_call(&code, addr - 4, &mut |a, c| out.push((a, c)));
         out
     }
 
@@ -383,24 +369,24 @@ mod tests {
         let call = |len: u8, target| Call { len, target };
         for isa in [MIPS32_BE, MIPS32_LE] {
             assert_eq!(
-                calls(&isa, &NONPIC_O32, 0x4008a0, None),
+                calls(&isa, &NONPIC_O32, 0x4008a0),
                 [(0x4008a0, call(12, CallTarget::Direct(0x400af0)))]
             );
             assert_eq!(
-                calls(&isa, &PIC_O32, 0xa24, Some(0x18ce0)),
-                [(0xa24, call(20, CallTarget::Memory(0x18ce0 - 32676)))]
+                calls(&isa, &PIC_O32, 0xa24),
+                [(0xa24, call(20, CallTarget::GpRelative(-32676)))]
             );
             assert_eq!(
-                calls(&isa, &LONG_O32, 0x4008d0, None),
+                calls(&isa, &LONG_O32, 0x4008d0),
                 [(0x4008d0, call(20, CallTarget::Direct(0x400b50)))]
             );
         }
         assert_eq!(
-            calls(&MIPS64_LE, &PIC_N64, 0xe64, Some(0x19170)),
-            [(0xe64, call(16, CallTarget::Memory(0x19170 - 32600)))]
+            calls(&MIPS64_LE, &PIC_N64, 0xe64),
+            [(0xe64, call(16, CallTarget::GpRelative(-32600)))]
         );
         assert_eq!(
-            calls(&MIPS64_LE, &LONG_N64, 0x1_2000_3f40, None),
+            calls(&MIPS64_LE, &LONG_N64, 0x1_2000_3f40),
             [(0x1_2000_3f40, call(36, CallTarget::Direct(0x1_2002_c520)))]
         );
     }
@@ -409,9 +395,9 @@ mod tests {
     fn broken_sequences_are_not_calls() {
         // Without `move at, ra`, with a wrong delay slot, cut short.
         let no_move = [0x0c10_02bc, 0x27bd_fff8];
-        assert!(calls(&MIPS32_BE, &no_move, 0x1000, None).is_empty());
+        assert!(calls(&MIPS32_BE, &no_move, 0x1000).is_empty());
         let bad_delay = [0x03e0_0825, 0x0c10_02bc, 0x2402_0001];
-        assert!(calls(&MIPS32_BE, &bad_delay, 0x1000, None).is_empty());
+        assert!(calls(&MIPS32_BE, &bad_delay, 0x1000).is_empty());
         let code = MIPS32_BE.code(&PIC_O32);
         for len in 0..code.len() {
             assert_eq!(MIPS32_BE.decode_call(&code[..len], 0), None);
@@ -420,7 +406,7 @@ mod tests {
         // A long call whose register is not the one built.
         let mut other = LONG_O32;
         other[3] = 0x0040_f809;
-        assert!(calls(&MIPS32_LE, &other, 0x1000, None).is_empty());
+        assert!(calls(&MIPS32_LE, &other, 0x1000).is_empty());
     }
 
     #[test]
