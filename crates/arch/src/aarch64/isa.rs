@@ -6,6 +6,7 @@
 //! - `-pg`: `mov x0, x30; bl _mcount` after the prologue; the site is the
 //!   `bl` (through the PLT in dynamic executables).
 
+use super::encode::{br, decode_bl, hint, reg, BTI_C, NOP};
 use super::Aarch64;
 use crate::isa::{Call, CallTarget, Isa, PointerReloc, RelocCall, SledKind};
 
@@ -13,29 +14,20 @@ use crate::isa::{Call, CallTarget, Isa, PointerReloc, RelocCall, SledKind};
 pub const R_AARCH64_ABS64: u32 = 257;
 /// `R_AARCH64_PREL64`: `S + A - P`, 64 bits.
 pub const R_AARCH64_PREL64: u32 = 260;
-/// `R_AARCH64_JUMP26`: the target of `b`.
-pub const R_AARCH64_JUMP26: u32 = 282;
 /// `R_AARCH64_CALL26`: the target of `bl`.
 pub const R_AARCH64_CALL26: u32 = 283;
 /// `R_AARCH64_RELATIVE`: `B + A`.
 pub const R_AARCH64_RELATIVE: u32 = 1027;
 
-/// `nop`.
-const NOP: u32 = 0xd503_201f;
-/// `bti c` and `bti jc`, the landing pads a call may reach.
-const BTI_C: u32 = 0xd503_245f;
-const BTI_JC: u32 = 0xd503_24df;
+/// `bti jc`, the other landing pad a call may reach (`bti c` is
+/// [`BTI_C`]).
+const BTI_JC: u32 = hint(38);
 /// `br x17`, the PLT's jump.
-const BR_X17: u32 = 0xd61f_0220;
+const BR_X17: u32 = br(reg::X17);
 
 /// `bl` at `at`: its target.
 fn bl_target(at: u64, word: u32) -> Option<u64> {
-    if word & 0xfc00_0000 != 0x9400_0000 {
-        return None;
-    }
-    // imm26, sign-extended, in words.
-    let imm = ((word << 6) as i32 >> 6) as i64 * 4;
-    Some(at.wrapping_add(imm as u64))
+    decode_bl(word, at)
 }
 
 /// `adrp x16, page` at `at`: the page.
@@ -82,16 +74,10 @@ impl Isa for Aarch64 {
     }
 
     fn for_each_call(&self, code: &[u8], addr: u64, found: &mut dyn FnMut(u64, Call)) {
-        for (i, word) in words(code).enumerate() {
+        for (i, chunk) in code.chunks_exact(4).enumerate() {
             let at = addr.wrapping_add(4 * i as u64);
-            if let Some(target) = bl_target(at, word) {
-                found(
-                    at,
-                    Call {
-                        len: 4,
-                        target: CallTarget::Direct(target),
-                    },
-                );
+            if let Some(call) = self.decode_call(chunk, at) {
+                found(at, call);
             }
         }
     }
@@ -136,9 +122,10 @@ impl Isa for Aarch64 {
         Err("no XRay sleds on aarch64".into())
     }
 
-    /// `R_AARCH64_CALL26` (or `JUMP26`) on a `bl`: the call is the `bl`.
+    /// `R_AARCH64_CALL26` on a `bl`: the call is the `bl` (`JUMP26` marks a
+    /// `b`, a tail call, never a profiling call).
     fn reloc_call(&self, r_type: u32, r_offset: u64, section: &[u8]) -> Option<RelocCall> {
-        if r_type != R_AARCH64_CALL26 && r_type != R_AARCH64_JUMP26 {
+        if r_type != R_AARCH64_CALL26 {
             return None;
         }
         let start = usize::try_from(r_offset).ok()?;

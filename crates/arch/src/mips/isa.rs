@@ -15,7 +15,9 @@
 //! delay slot. Plain calls that no `move at, ra` prepares are not reported:
 //! nothing in fntrace patches them.
 
-use super::encode::{is_jal, is_move, jal_target, jalr_ra, opcode, reg, sp_adjust, NOP};
+use super::encode::{
+    daddu, dsll32, is_bal, is_jal, is_move, jal_target, jalr_ra, jr, opcode, r_fields, reg, sp_adjust, NOP,
+};
 use super::Mips;
 use crate::isa::{Call, CallTarget, Isa, PointerReloc, RelocCall, SledKind};
 
@@ -51,11 +53,11 @@ fn simm(word: u32) -> i64 {
 }
 
 fn rs(word: u32) -> u32 {
-    (word >> 21) & 31
+    r_fields(word).0
 }
 
 fn rt(word: u32) -> u32 {
-    (word >> 16) & 31
+    r_fields(word).1
 }
 
 /// `lui rt, imm`: `(rt, imm << 16 sign-extended)`.
@@ -81,18 +83,17 @@ fn t9_load(word: u32) -> Option<i64> {
 
 /// `bal off` (`bgezal zero, off`) at `at`: its target.
 fn bal_target(at: u64, word: u32) -> Option<u64> {
-    (opcode(word) == 0x01 && rs(word) == 0 && rt(word) == 0x11)
-        .then(|| at.wrapping_add(4).wrapping_add((simm(word) << 2) as u64))
+    is_bal(word).then(|| at.wrapping_add(4).wrapping_add((simm(word) << 2) as u64))
 }
 
 /// `dsll32 r, r, 0`.
 fn is_dsll32(word: u32, r: u32) -> bool {
-    word == (r << 16 | r << 11 | 0x3c)
+    word == dsll32(r, r, 0)
 }
 
 /// `daddu r, r, s`.
 fn is_daddu(word: u32, r: u32, s: u32) -> bool {
-    word == (r << 21 | s << 16 | r << 11 | 0x2d)
+    word == daddu(r, r, s)
 }
 
 impl Mips {
@@ -253,7 +254,7 @@ impl Isa for Mips {
     fn for_each_plt_stub(&self, code: &[u8], addr: u64, found: &mut dyn FnMut(u64, u64)) {
         const T7: u32 = 15;
         const T8: u32 = 24;
-        let jr_t9 = reg::T9 << 21 | 0x08;
+        let jr_t9 = jr(reg::T9);
         let w = self.words(code);
         let mut i = 0;
         while i + 4 <= w.len() {
