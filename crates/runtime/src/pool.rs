@@ -29,10 +29,8 @@ pub struct Pool {
     pub base: usize,
     used: usize,
     free: HashMap<usize, Vec<usize>>,
-    /// In a batch of slot writes (`begin`..`end`): made writable at the
-    /// first write, read-only again at the end.
-    batch: bool,
-    /// Writable now.
+    /// Writable now: made so at the first write of a batch, read-only
+    /// again by [`Pool::close`].
     open: bool,
 }
 
@@ -71,7 +69,6 @@ impl Pool {
                     base: at,
                     used: 0,
                     free: HashMap::new(),
-                    batch: false,
                     open: false,
                 });
             }
@@ -111,17 +108,12 @@ impl Pool {
         self.free.entry(target).or_default().push(slot);
     }
 
-    /// Starts a batch of slot writes: the pool is made writable once, at
-    /// the first write, until `end` (one `mprotect` pair for the batch
-    /// instead of one per slot: 100,000 per-site slots took 6.5 s in a
-    /// process whose threads ran, each `mprotect` a TLB shootdown).
-    pub fn begin(&mut self) {
-        self.batch = true;
-    }
-
-    /// Ends a batch of slot writes: the pool is read-only again.
-    pub fn end_batch(&mut self) {
-        self.batch = false;
+    /// Ends a batch of slot writes (every write is part of one: the slots
+    /// are made while a module's changes are applied): the pool is
+    /// read-only again. One `mprotect` pair per batch instead of one per
+    /// slot: 100,000 per-site slots took 6.5 s in a process whose threads
+    /// ran, each `mprotect` a TLB shootdown.
+    pub fn close(&mut self) {
         if self.open {
             let _ = sys::protect(self.base, self.end(), libc::PROT_READ | libc::PROT_EXEC);
             self.open = false;
@@ -129,15 +121,12 @@ impl Pool {
     }
 
     /// Writes into the pool: the pages stay executable (other slots run),
-    /// are writable only during the write (or the batch).
+    /// and are writable until [`Pool::close`].
     fn write(&mut self, at: usize, bytes: &[u8]) -> io::Result<()> {
-        let rwx = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
-        if self.batch && !self.open {
+        if !self.open {
+            let rwx = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
             sys::protect(self.base, self.end(), rwx)?;
             self.open = true;
-        }
-        if !self.open {
-            sys::protect(at, at + bytes.len(), rwx)?;
         }
         // SAFETY: `at..at + len` lies inside this pool's mapping, now
         // writable. A slot's code is written before any site calls it; a
@@ -151,9 +140,6 @@ impl Pool {
                 std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len());
             }
         }
-        if self.open {
-            return Ok(());
-        }
-        sys::protect(at, at + bytes.len(), libc::PROT_READ | libc::PROT_EXEC)
+        Ok(())
     }
 }

@@ -63,8 +63,6 @@ pub struct ModState {
     /// attached runtime, the one that can detach.
     pub originals: Vec<(usize, Code)>,
     pools: Vec<Pool>,
-    /// Slots are being written in a batch (`Pool::begin`).
-    slot_batch: bool,
     /// Slots by ops and routine: a few per ops, searched in order.
     slots: Vec<(SlotKey, usize)>,
     /// Per-site slots of the tracer's fast path, by site index (kept; 0:
@@ -86,7 +84,6 @@ impl ModState {
             fid_base,
             originals,
             pools: Vec::new(),
-            slot_batch: false,
             slots: Vec::new(),
             site_slots: Vec::new(),
         }
@@ -102,9 +99,6 @@ impl ModState {
         }
         let (lo, hi) = self.loaded.code_span().ok_or("module without code")?;
         let mut pool = Pool::near(lo, hi).map_err(|e| e.to_string())?;
-        if self.slot_batch {
-            pool.begin();
-        }
         let slot = pool.alloc(layout, data, target);
         self.pools.push(pool);
         slot.ok_or_else(|| "cannot write a trampoline slot".to_string())
@@ -270,8 +264,6 @@ impl State {
         let patcher = self.patcher;
         let ranges = text::ranges(&module.loaded);
         let mut batch = Batch::new(&ranges, self.writer, changes.len());
-        module.slot_batch = true;
-        module.pools.iter_mut().for_each(Pool::begin);
         let mut pokes = 0;
         for (c, change) in changes.iter().enumerate() {
             module.words.wanted[change.site].store(change.wanted, Ordering::Release);
@@ -336,8 +328,7 @@ impl State {
                 }
             }
         }
-        module.slot_batch = false;
-        module.pools.iter_mut().for_each(Pool::end_batch);
+        module.pools.iter_mut().for_each(Pool::close);
         if pokes == 0 {
             return;
         }
