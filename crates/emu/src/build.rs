@@ -121,29 +121,25 @@ fn compile(
     let gcc = format!("{}-gcc", target.triple);
     let stem = source.trim_end_matches(".c");
     let obj = dir.join(format!("{stem}.o"));
-    let mut input = harness_dir().join(source);
-    if fix_labels {
-        let asm = dir.join(format!("{stem}.s"));
+    let cc = |mode: &str, input: &Path, output: &Path| {
         run(Command::new(&gcc)
             .args(["-O2", "-fno-inline"])
             .args(opts)
             .args(defs)
-            .arg("-S")
-            .arg(&input)
+            .arg(mode)
+            .arg(input)
             .arg("-o")
-            .arg(&asm));
+            .arg(output))
+    };
+    let mut input = harness_dir().join(source);
+    if fix_labels {
+        let asm = dir.join(format!("{stem}.s"));
+        cc("-S", &input, &asm);
         let text = std::fs::read_to_string(&asm).unwrap();
         std::fs::write(&asm, crate::labels::move_labels_above_nops(&text)).unwrap();
         input = asm;
     }
-    run(Command::new(&gcc)
-        .args(["-O2", "-fno-inline"])
-        .args(opts)
-        .args(defs)
-        .arg("-c")
-        .arg(&input)
-        .arg("-o")
-        .arg(&obj));
+    cc("-c", &input, &obj);
     obj
 }
 
