@@ -5,7 +5,7 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 4 | magic `FNTC` |
-//! | 4 | 2 | format version (1) |
+//! | 4 | 2 | format version (2; 1 is still read) |
 //! | 6 | 2 | flags ([`FLAG_FLIGHT`], [`FLAG_LAST`]) |
 //! | 8 | 4 | tid |
 //! | 12 | 4 | sequence number of the chunk in the thread |
@@ -17,16 +17,24 @@
 pub const HEADER_LEN: usize = 32;
 /// The magic bytes that open every chunk.
 pub const MAGIC: [u8; 4] = *b"FNTC";
-/// The format version this crate writes and reads.
-pub const VERSION: u16 = 1;
+/// The chunk version this crate writes: deltas count from the chunk's
+/// *base* (its `start`, or the last `TIME` event's tick), so that an event
+/// is complete in one word and a signal handler's events can be committed
+/// between any two of the interrupted code's ([`Ticks`]).
+pub const VERSION: u16 = 2;
+/// The first chunk version, still read: deltas count from the previous
+/// event.
+pub const VERSION_PREVIOUS_EVENT: u16 = 1;
 /// Flag: the chunk was kept by the flight recorder.
 pub const FLAG_FLIGHT: u16 = 1;
 /// Flag: the last chunk of the thread (written when the thread ended).
 pub const FLAG_LAST: u16 = 2;
 
-/// The fields of a chunk header other than the magic and the version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// The fields of a chunk header other than the magic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkHeader {
+    /// [`VERSION`] (how its deltas count), or [`VERSION_PREVIOUS_EVENT`].
+    pub version: u16,
     /// [`FLAG_FLIGHT`], [`FLAG_LAST`]; other bits are reserved (written 0,
     /// ignored when read).
     pub flags: u16,
@@ -43,12 +51,26 @@ pub struct ChunkHeader {
     pub start: u64,
 }
 
+impl Default for ChunkHeader {
+    fn default() -> Self {
+        ChunkHeader {
+            version: VERSION,
+            flags: 0,
+            tid: 0,
+            seq: 0,
+            len: 0,
+            lost: 0,
+            start: 0,
+        }
+    }
+}
+
 impl ChunkHeader {
-    /// The 32 bytes of this header, magic and [`VERSION`] included.
+    /// The 32 bytes of this header, magic and version included.
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut out = [0u8; HEADER_LEN];
         out[0..4].copy_from_slice(&MAGIC);
-        out[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        out[4..6].copy_from_slice(&self.version.to_le_bytes());
         out[6..8].copy_from_slice(&self.flags.to_le_bytes());
         out[8..12].copy_from_slice(&self.tid.to_le_bytes());
         out[12..16].copy_from_slice(&self.seq.to_le_bytes());
@@ -78,12 +100,13 @@ impl ChunkHeader {
             ));
         }
         let version = u16_at(bytes, 4);
-        if version != VERSION {
+        if version != VERSION && version != VERSION_PREVIOUS_EVENT {
             return Err(format!(
-                "unsupported chunk version {version} (this reader reads {VERSION})"
+                "unsupported chunk version {version} (this reader reads {VERSION_PREVIOUS_EVENT} and {VERSION})"
             ));
         }
         let header = ChunkHeader {
+            version,
             flags: u16_at(bytes, 6),
             tid: u32_at(bytes, 8),
             seq: u32_at(bytes, 12),
@@ -113,6 +136,72 @@ impl ChunkHeader {
     }
 }
 
+/// Turns the deltas of one chunk into absolute ticks, by the chunk's
+/// version: from the previous event (version 1), or from the base (version
+/// 2: the chunk's `start`, then each `TIME` event's tick). Ticks never go
+/// back within a chunk: an event whose base-relative time is earlier than
+/// the previous event's (another core's counter slightly behind) is read
+/// at the previous event's tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticks {
+    by_base: bool,
+    base: u64,
+    tick: u64,
+}
+
+impl Ticks {
+    /// At the start of the chunk `header` opens.
+    pub fn new(header: &ChunkHeader) -> Ticks {
+        Ticks {
+            by_base: header.version != VERSION_PREVIOUS_EVENT,
+            base: header.start,
+            tick: header.start,
+        }
+    }
+
+    /// The delta in ticks and the tick of the next event: of `kind`, with
+    /// the delta `field` of its word (version 2: the delta plus one) and,
+    /// for `TIME`, its payload.
+    pub fn next(&mut self, kind: crate::event::Kind, field: u64, payload: Option<u64>) -> (u64, u64) {
+        let delta = if self.by_base {
+            field.saturating_sub(1)
+        } else {
+            field
+        };
+        self.tick = match (kind, payload) {
+            (crate::event::Kind::Time, Some(tick)) => {
+                self.base = tick;
+                tick
+            }
+            _ if self.by_base => self.tick.max(self.base.wrapping_add(delta)),
+            _ => self.tick.wrapping_add(delta),
+        };
+        (delta, self.tick)
+    }
+
+    /// Whether deltas count from the base (version 2), where a zero word
+    /// is an event reserved and never written.
+    pub fn counts_from_base(&self) -> bool {
+        self.by_base
+    }
+
+    /// The tick of the last event read (the chunk's start before any).
+    pub fn current(&self) -> u64 {
+        self.tick
+    }
+
+    /// What the rest of the chunk counts from, as the `start` of a chunk
+    /// that continues it (a chunk written in two parts): the base, or for
+    /// version 1 the last event's tick.
+    pub fn continuation_start(&self) -> u64 {
+        if self.by_base {
+            self.base
+        } else {
+            self.tick
+        }
+    }
+}
+
 // The helpers below are only called on a slice of exactly HEADER_LEN bytes
 // with constant offsets inside it.
 fn u16_at(b: &[u8], at: usize) -> u16 {
@@ -135,6 +224,7 @@ mod tests {
 
     fn sample() -> ChunkHeader {
         ChunkHeader {
+            version: VERSION,
             flags: FLAG_FLIGHT | FLAG_LAST,
             tid: 0x0102_0304,
             seq: 7,
@@ -149,7 +239,7 @@ mod tests {
         let h = sample();
         let bytes = h.encode();
         assert_eq!(&bytes[0..4], b"FNTC");
-        assert_eq!(&bytes[4..6], &[1, 0]);
+        assert_eq!(&bytes[4..6], &[2, 0]);
         assert_eq!(&bytes[8..12], &[4, 3, 2, 1]);
         assert_eq!(ChunkHeader::decode(&bytes), Ok(h));
         assert!(h.is_flight() && h.is_last());
@@ -170,10 +260,39 @@ mod tests {
         bad[0] = b'X';
         assert!(ChunkHeader::decode(&bad).unwrap_err().contains("magic"));
         let mut bad = good;
-        bad[4] = 2;
-        assert!(ChunkHeader::decode(&bad).unwrap_err().contains("version 2"));
+        bad[4] = 3;
+        assert!(ChunkHeader::decode(&bad).unwrap_err().contains("version 3"));
+        let mut old = good;
+        old[4] = 1;
+        assert_eq!(
+            ChunkHeader::decode(&old).map(|h| h.version),
+            Ok(VERSION_PREVIOUS_EVENT)
+        );
         let mut bad = good;
         bad[16] = 3;
         assert!(ChunkHeader::decode(&bad).unwrap_err().contains("multiple of 8"));
+    }
+
+    #[test]
+    fn ticks_by_version() {
+        use crate::event::Kind;
+        let mut h = ChunkHeader {
+            start: 100,
+            ..ChunkHeader::default()
+        };
+        // Version 2: fields are the delta from the base plus one.
+        let mut t = Ticks::new(&h);
+        assert_eq!(t.next(Kind::Entry, 6, None), (5, 105));
+        assert_eq!(t.next(Kind::Entry, 8, None), (7, 107));
+        // Behind the previous event: read at its tick.
+        assert_eq!(t.next(Kind::Exit, 7, None), (6, 107));
+        assert_eq!(t.next(Kind::Time, 0, Some(1000)).1, 1000);
+        assert_eq!(t.next(Kind::Exit, 4, None), (3, 1003));
+        assert_eq!(t.continuation_start(), 1000);
+        h.version = VERSION_PREVIOUS_EVENT;
+        let mut t = Ticks::new(&h);
+        assert_eq!(t.next(Kind::Entry, 5, None), (5, 105));
+        assert_eq!(t.next(Kind::Entry, 7, None), (7, 112));
+        assert_eq!(t.continuation_start(), 112);
     }
 }

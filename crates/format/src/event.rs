@@ -145,6 +145,17 @@ pub const fn delta(prev: u64, now: u64) -> Option<u64> {
     }
 }
 
+/// The largest delta from the base that a version 2 event word holds
+/// (`chunk::VERSION`): its delta field is the delta plus one, so that no
+/// event word is 0 — a zero word is one reserved and never written.
+pub const MAX_DELTA_FROM_BASE: u64 = MAX_DELTA - 1;
+
+/// The word of a version 2 event `delta` ticks after its chunk's base
+/// (`delta <= MAX_DELTA_FROM_BASE`): never 0.
+pub const fn encode_from_base(kind: Kind, fid: u32, delta: u64) -> u64 {
+    encode(kind, fid, delta + 1)
+}
+
 /// The word of a [`Kind::Time`] event (its payload word, the absolute tick,
 /// follows).
 pub const TIME_WORD: u64 = word_of(Kind::Time, 0);

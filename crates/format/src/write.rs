@@ -14,7 +14,7 @@ use crate::event::{self, Kind};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChunkBuilder {
     header: ChunkHeader,
-    last: u64,
+    base: u64,
     words: Vec<u64>,
 }
 
@@ -29,7 +29,7 @@ impl ChunkBuilder {
                 start,
                 ..ChunkHeader::default()
             },
-            last: start,
+            base: start,
             words: Vec::new(),
         }
     }
@@ -49,25 +49,25 @@ impl ChunkBuilder {
     /// Appends an event of `kind` for `fid` at absolute tick `tick`.
     /// `payload` is written only for the kinds that have one (0 when it is
     /// `None`). A `TIME` event is inserted first when the delta from the
-    /// previous event does not fit (or time went backwards). For
+    /// base does not fit (or is below it). For
     /// [`Kind::Time`] itself the payload is `tick`.
     pub fn push(&mut self, kind: Kind, fid: u32, tick: u64, payload: Option<u64>) -> &mut Self {
         if kind == Kind::Time {
             self.words.push(event::TIME_WORD);
             self.words.push(tick);
-            self.last = tick;
+            self.base = tick;
             return self;
         }
-        let delta = match event::delta(self.last, tick) {
-            Some(d) => d,
-            None => {
+        let delta = match tick.checked_sub(self.base) {
+            Some(d) if d <= event::MAX_DELTA_FROM_BASE => d,
+            _ => {
                 self.words.push(event::TIME_WORD);
                 self.words.push(tick);
+                self.base = tick;
                 0
             }
         };
-        self.last = tick;
-        self.words.push(event::encode(kind, fid, delta));
+        self.words.push(event::encode_from_base(kind, fid, delta));
         if kind.has_payload() {
             self.words.push(payload.unwrap_or(0));
         }
@@ -162,14 +162,15 @@ mod tests {
             .entry(2, 1015 + MAX_DELTA + 1)
             .exit(2, 10);
         let w = c.words();
-        assert_eq!(decode(w[0]), (Kind::Entry, 1, 10));
-        assert_eq!(decode(w[1]), (Kind::Exit, 1, 5));
+        // Deltas from the base, plus one.
+        assert_eq!(decode(w[0]), (Kind::Entry, 1, 11));
+        assert_eq!(decode(w[1]), (Kind::Exit, 1, 16));
         assert_eq!(decode(w[2]), (Kind::Time, 0, 0));
         assert_eq!(w[3], 1015 + MAX_DELTA + 1);
-        assert_eq!(decode(w[4]), (Kind::Entry, 2, 0));
+        assert_eq!(decode(w[4]), (Kind::Entry, 2, 1));
         assert_eq!(decode(w[5]), (Kind::Time, 0, 0));
         assert_eq!(w[6], 10);
-        assert_eq!(decode(w[7]), (Kind::Exit, 2, 0));
+        assert_eq!(decode(w[7]), (Kind::Exit, 2, 1));
         let bytes = c.bytes();
         assert_eq!(bytes.len(), HEADER_LEN + 8 * 8);
         let h = ChunkHeader::decode(&bytes).unwrap();

@@ -50,6 +50,7 @@ fn process_info(pid: u32, start_unix_ns: u64) -> ProcessInfo {
             sites: 10,
         }],
         lost: 0,
+        untraced: 0,
         ended: true,
     }
 }

@@ -4,7 +4,7 @@ mod common;
 
 use common::tsc3;
 use fntrace_format::chunk::{ChunkHeader, FLAG_LAST};
-use fntrace_format::event::{self, Kind, MAX_DELTA};
+use fntrace_format::event::{self, Kind};
 use fntrace_format::{ChunkBuilder, Clock, Event, EventKind, RawEvents, RawItem, ThreadEvents};
 
 fn ev(ns: u64, kind: EventKind, fid: u32) -> Event {
@@ -67,6 +67,7 @@ fn raw_items_show_words_and_headers() {
         ChunkHeader {
             flags: FLAG_LAST,
             tid: 7,
+            version: fntrace_format::chunk::VERSION,
             seq: 0,
             len: 24,
             lost: 0,
@@ -90,7 +91,8 @@ fn raw_items_show_words_and_headers() {
             offset: 40,
             kind: Kind::Call,
             fid: 5,
-            delta: 10,
+            // From the chunk's base (its start), not from the previous event.
+            delta: 20,
             payload: Some(4),
             tick: 120
         }
@@ -103,10 +105,11 @@ fn raw_items_show_words_and_headers() {
 #[test]
 fn delta_overflow_goes_through_time_events() {
     let clock = Clock::monotonic(0);
-    let far = 3000 + MAX_DELTA + 1;
+    let max = event::MAX_DELTA_FROM_BASE;
+    let far = 3000 + max + 1;
     let mut c = ChunkBuilder::new(7, 0, 3000);
-    c.entry(1, 3000 + MAX_DELTA) // fits exactly
-        .entry(2, far + MAX_DELTA) // does not fit
+    c.entry(1, 3000 + max) // fits exactly
+        .entry(2, far + max) // does not fit
         .exit(2, u64::MAX) // far beyond
         .exit(1, 5); // backwards
     let words = c.words();
@@ -117,8 +120,8 @@ fn delta_overflow_goes_through_time_events() {
     assert_eq!(
         events,
         [
-            ev(3000 + MAX_DELTA, EventKind::Entry, 1),
-            ev(far + MAX_DELTA, EventKind::Entry, 2),
+            ev(3000 + max, EventKind::Entry, 1),
+            ev(far + max, EventKind::Entry, 2),
             ev(u64::MAX, EventKind::Exit, 2),
             ev(5, EventKind::Exit, 1),
         ]
@@ -128,16 +131,29 @@ fn delta_overflow_goes_through_time_events() {
 #[test]
 fn hand_written_words_decode() {
     // A TIME event in the middle of deltas, written by hand: its delta bits
-    // are ignored, later deltas count from its tick.
+    // are ignored, later deltas count from its tick (version 2: a delta
+    // field is the delta from the base plus one).
     let words = [
-        event::encode(Kind::Entry, 9, 5),
+        event::encode(Kind::Entry, 9, 6),
         event::encode(Kind::Time, 0, 12345),
         1_000_000,
-        event::encode(Kind::Exit, 9, 7),
+        event::encode(Kind::Exit, 9, 8),
     ];
+    let bytes = hand_written(fntrace_format::chunk::VERSION, &words);
+    let (events, it) = read(bytes, Clock::monotonic(0));
+    assert_eq!(it.damage(), None);
+    assert_eq!(
+        events,
+        [ev(15, EventKind::Entry, 9), ev(1_000_007, EventKind::Exit, 9)]
+    );
+}
+
+/// A chunk of thread 7 starting at tick 10, of `version`, holding `words`.
+fn hand_written(version: u16, words: &[u64]) -> Vec<u8> {
     let mut bytes = ChunkHeader {
+        version,
         tid: 7,
-        len: 32,
+        len: 8 * words.len() as u32,
         start: 10,
         ..Default::default()
     }
@@ -146,11 +162,31 @@ fn hand_written_words_decode() {
     for w in words {
         bytes.extend_from_slice(&w.to_le_bytes());
     }
+    bytes
+}
+
+#[test]
+fn version_1_chunks_count_from_the_previous_event() {
+    // The first version's deltas (files written before version 2) still read.
+    let words = [
+        event::encode(Kind::Entry, 9, 5),
+        event::encode(Kind::Entry, 8, 5),
+        event::encode(Kind::Time, 0, 0),
+        1_000_000,
+        event::encode(Kind::Exit, 8, 7),
+        event::encode(Kind::Exit, 9, 3),
+    ];
+    let bytes = hand_written(fntrace_format::chunk::VERSION_PREVIOUS_EVENT, &words);
     let (events, it) = read(bytes, Clock::monotonic(0));
     assert_eq!(it.damage(), None);
     assert_eq!(
         events,
-        [ev(15, EventKind::Entry, 9), ev(1_000_007, EventKind::Exit, 9)]
+        [
+            ev(15, EventKind::Entry, 9),
+            ev(20, EventKind::Entry, 8),
+            ev(1_000_007, EventKind::Exit, 8),
+            ev(1_000_010, EventKind::Exit, 9)
+        ]
     );
 }
 

@@ -273,6 +273,38 @@ pub fn rdtsc() -> u64 {
     unsafe { std::arch::x86_64::_rdtsc() }
 }
 
+/// The stack pointer of the caller (close enough: a few words below it).
+#[inline(always)]
+pub fn stack_pointer() -> usize {
+    let sp: usize;
+    // SAFETY: reads rsp into a register; nothing else is touched.
+    unsafe { std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
+    sp
+}
+
+/// The calling thread's alternate signal stack, `[start, end)`, if it has
+/// one, and whether the thread is running on it now (one system call,
+/// async-signal-safe).
+pub fn alt_stack() -> Option<(usize, usize, bool)> {
+    // SAFETY: a query only (no new stack given); `ss` is a valid stack_t.
+    let ss = unsafe {
+        let mut ss: libc::stack_t = std::mem::zeroed();
+        if libc::sigaltstack(std::ptr::null(), &mut ss) != 0 {
+            return None;
+        }
+        ss
+    };
+    if ss.ss_flags & libc::SS_DISABLE != 0 || ss.ss_size == 0 {
+        return None;
+    }
+    let start = ss.ss_sp as usize;
+    Some((
+        start,
+        start.saturating_add(ss.ss_size),
+        ss.ss_flags & libc::SS_ONSTACK != 0,
+    ))
+}
+
 /// Writes to stderr with one system call (no locks: safe anywhere).
 pub fn write_stderr(msg: &[u8]) {
     // SAFETY: writes `msg.len()` bytes from a valid slice.

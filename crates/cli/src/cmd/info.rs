@@ -218,6 +218,15 @@ fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>) 
         let _ = write!(lost_text, " (the runtime counted {})", info.lost);
     }
     sheet.item("  lost events", lost_text);
+    if info.untraced > 0 {
+        sheet.item(
+            "  calls not traced",
+            format!(
+                "{} (signal handlers that interrupted the tracer, or a shadow stack full)",
+                info.untraced
+            ),
+        );
+    }
     if let Some(rows) = &process.profile {
         sheet.item("  profile", format!("{} functions", rows.len()));
     }

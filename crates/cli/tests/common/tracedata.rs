@@ -78,6 +78,7 @@ impl DataDir {
                 sites: functions.len() as u64 + 2,
             }],
             lost: 0,
+            untraced: 0,
             ended: true,
         };
         std::fs::write(dir.join(layout::PROCESS), info.to_json()).unwrap();

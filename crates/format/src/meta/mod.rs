@@ -155,6 +155,10 @@ pub struct ProcessInfo {
     /// Events dropped over all threads.
     #[serde(default)]
     pub lost: u64,
+    /// Calls not traced over all threads: a signal handler called them
+    /// while its thread was inside the tracer, or the shadow stack was full.
+    #[serde(default)]
+    pub untraced: u64,
     /// Whether the runtime wrote this file at exit (`false`: the process is
     /// running, or died without the runtime's exit handler).
     #[serde(default)]
@@ -198,6 +202,7 @@ impl Default for ProcessInfo {
             instrumentation: BTreeMap::new(),
             modules: Vec::new(),
             lost: 0,
+            untraced: 0,
             ended: false,
         }
     }

@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io::{BufReader, ErrorKind, Read};
 use std::path::Path;
 
-use crate::chunk::{ChunkHeader, HEADER_LEN};
+use crate::chunk::{ChunkHeader, Ticks, HEADER_LEN};
 use crate::event::{self, Kind};
 
 /// One item of a thread file.
@@ -54,7 +54,7 @@ pub struct RawEvents {
     file_len: Option<u64>,
     offset: u64,
     chunk_end: u64,
-    tick: u64,
+    ticks: Ticks,
     next_seq: u64,
     last_seen: bool,
     done: bool,
@@ -113,7 +113,7 @@ impl RawEvents {
             file_len: len,
             offset: 0,
             chunk_end: 0,
-            tick: 0,
+            ticks: Ticks::new(&ChunkHeader::default()),
             next_seq: 0,
             last_seen: false,
             done: false,
@@ -188,7 +188,18 @@ impl RawEvents {
                 return None;
             }
         };
-        let (kind, fid, delta) = event::decode(word);
+        if word == 0 && self.ticks.counts_from_base() {
+            // A word reserved and never written (version 2): one lost event.
+            return Some(RawItem::Event {
+                offset: at,
+                kind: Kind::Lost,
+                fid: 0,
+                delta: 0,
+                payload: Some(1),
+                tick: self.ticks.current(),
+            });
+        }
+        let (kind, fid, field) = event::decode(word);
         let payload = if kind.has_payload() {
             if self.chunk_end.saturating_sub(self.offset) < 8 {
                 self.stop_at(
@@ -211,17 +222,14 @@ impl RawEvents {
         } else {
             None
         };
-        self.tick = match (kind, payload) {
-            (Kind::Time, Some(tick)) => tick,
-            _ => self.tick.wrapping_add(delta),
-        };
+        let (delta, tick) = self.ticks.next(kind, field, payload);
         Some(RawItem::Event {
             offset: at,
             kind,
             fid,
             delta,
             payload,
-            tick: self.tick,
+            tick,
         })
     }
 
@@ -280,7 +288,7 @@ impl RawEvents {
         let missing = seq - self.next_seq;
         self.next_seq = seq + 1;
         self.chunk_end = self.offset + u64::from(header.len);
-        self.tick = header.start;
+        self.ticks = Ticks::new(&header);
         self.last_seen |= header.is_last();
         Some(RawItem::Chunk {
             offset: at,

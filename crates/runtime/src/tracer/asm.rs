@@ -16,10 +16,20 @@ use fntrace_core::Role;
 
 use super::graph;
 use super::thread::{off, SHADOW};
+// The assembly takes the write pointer from the cursor's low 32 bits.
+const _: () = assert!(super::thread::DEPTH_SHIFT == 32);
 
-/// The largest delta an event holds, for the fast paths' comparison.
-static MAX_DELTA: u64 = fntrace_format::event::MAX_DELTA;
-// The fast paths derive the ENTRY and EXIT words from the function id.
+/// The largest delta from the base an event holds.
+static MAX_DELTA: u64 = fntrace_format::event::MAX_DELTA_FROM_BASE;
+/// The cursor steps of the fast paths' commits.
+static STEP_PUSH: u64 = super::thread::STEP_PUSH;
+static STEP_POP: u64 = super::thread::STEP_POP;
+static STEP_PAYLOAD: u64 = super::thread::STEP_PAYLOAD;
+// The fast paths derive the ENTRY and EXIT words from the function id and
+// the delta from the base (plus one).
+const _: () = assert!(
+    fntrace_format::event::encode_from_base(fntrace_format::event::Kind::Exit, 5, 6) == 7 << 27 | 5 << 3 | 1
+);
 const _: () = assert!(fntrace_format::event::word_of(fntrace_format::event::Kind::Entry, 5) == 5 << 3);
 const _: () = assert!(fntrace_format::event::word_of(fntrace_format::event::Kind::Exit, 5) == 5 << 3 | 1);
 
@@ -120,61 +130,86 @@ global_asm!(
 fntrace_tls_thread:
     .zero 8
 
-    // rcx = this thread's state, \wptr = where its next event goes; to
-    // `fail` unless the fast paths may run and the chunk has room (`fend`
-    // is 0 while they may not).
-    .macro FNTRACE_THREAD fail, wptr
+    // Every fast path below follows one protocol (`thread.rs`, "Signals"):
+    // read the thread's cursor (write pointer, depth, commit count), write
+    // the frame past the depth, then publish with one compare-exchange of
+    // the cursor that also reserves the event's words, and only then write
+    // them (a zero word is one reserved and never written). No lock prefix:
+    // only this thread's signal handlers can run in between, and a signal
+    // never splits an instruction. If a handler traced anything meanwhile,
+    // the cursor changed (every commit counts): the exchange fails and the
+    // path starts again from `1:`; no word it wrote before the exchange
+    // was one a handler had published.
+
+    // rcx = this thread's state, \cur = its cursor, \wptr = where its next
+    // event goes; to `fail` unless the fast paths may run and the chunk
+    // has room (`fend` is 0 while they may not).
+    .macro FNTRACE_CURSOR fail, cur, wptr
     mov rcx, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]
     mov rcx, qword ptr fs:[rcx]
     test rcx, rcx
     jz \fail
-    mov \wptr, [rcx + {wptr}]
+    mov \cur, [rcx + {cursor}]
+    mov \wptr, \cur
+    shl \wptr, 32
+    shr \wptr, 29
+    add \wptr, [rcx + {data}]
     cmp \wptr, [rcx + {fend}]
     jae \fail
     .endm
 
-    // Writes the EXIT event of function \fid (a register holding its id,
-    // zero above bit 31; rdx = the delta) at r9, the thread's wptr, and
-    // pops the frame; puts the function's return value back into rax and
-    // rdx from r8 and rdi.
-    .macro FNTRACE_EXIT_EVENT fid
-    shl rdx, 27
-    lea rax, [\fid * 8 + 1]
-    or rdx, rax
-    mov [r9], rdx
-    add r9, 8
-    mov [rcx + {wptr}], r9
-    dec qword ptr [rcx + {depth}]
-    mov rax, r8
-    mov rdx, rdi
+    // \frame = the cursor's depth; then \frame = the frame at that depth
+    // (the top one is 64 bytes below; the sentinel below the first has a
+    // slot above any stack).
+    .macro FNTRACE_DEPTH frame, cur
+    mov \frame, \cur
+    shr \frame, {depth_shift}
+    and \frame, {depth_mask}
+    .endm
+    .macro FNTRACE_FRAME frame
+    shl \frame, 6
+    add \frame, [rcx + {frames}]
     .endm
 
-    // rdx = ticks since the thread's last event (which becomes now); to
-    // `fail` if that does not fit an event's delta. Clobbers rax.
+    // rax = ticks since the thread's base, plus one (no event word is 0),
+    // shifted into an event word's delta bits; to `fail` if that does not
+    // fit. Clobbers rdx.
     .macro FNTRACE_DELTA fail
     rdtsc
     shl rdx, 32
     or rax, rdx
-    mov rdx, rax
-    sub rdx, [rcx + {last}]
-    cmp rdx, [rip + {max_delta}]
+    sub rax, [rcx + {base}]
+    cmp rax, [rip + {max_delta}]
     ja \fail
-    mov [rcx + {last}], rax
+    inc rax
+    shl rax, 27
+    .endm
+
+    // Publishes: the cursor from \old to \new (or back to `1:`), then the
+    // event word \event at \at.
+    .macro FNTRACE_COMMIT old, new, event, at
+    mov rax, \old
+    cmpxchg [rcx + {cursor}], \new
+    jne 1b
+    mov \at, \event
     .endm
 
     // The fast entry paths (function_graph: FNTRACE_FAST_ENTRY; function:
     // FNTRACE_FAST_CALLER), one per role: `entry` sites (fentry, patchable
     // entries: the function's return slot is [rsp + 8] on entry) and
     // `mcount` sites (after the prologue `push rbp; mov rbp, rsp`: the
-    // slot is [rbp + 8]). `\slot` is that slot's address once `\saved`
-    // registers are pushed. r11 is the site slot's data word: the event
-    // word of the function.
+    // slot is [rbp + 8]). `\slot` is that slot once the registers are
+    // pushed. r11 is the site slot's data word: the frame word of the
+    // function (`fid | flags << 32`), or the `function` tracer's event word.
     //
     // function_graph records the ENTRY event, pushes the frame and hijacks
-    // the return, saving only what it uses. Anything unusual (no thread
-    // state yet, busy, a chunk full, a frame gone or a tail call, a long
-    // delta) goes to the generic routine of the role with the tracer's
-    // ops, which handles it in Rust.
+    // the return, saving only what it uses. The return address is read
+    // once, before the first try (a retry finds the trampoline there), and
+    // the slot hijacked before the commit: a frame is published with its
+    // slot already pointing at the trampoline, and any way out but the
+    // commit puts the address back. Anything unusual (no thread state yet,
+    // busy, a chunk full, a frame gone or a tail call, a long delta) goes
+    // to the generic routine of the role with the tracer's ops.
     .macro FNTRACE_FAST_ENTRY name, slot, fallback, hijack
     .text
     .p2align 4
@@ -186,41 +221,51 @@ fntrace_tls_thread:
     push rdx
     push rcx
     push rsi
-    FNTRACE_THREAD 9f, rax
-    mov rsi, [rcx + {depth}]
+    push rdi
+    push r8
+    push r9
+    .if \hijack
+    mov r8, \slot
+    .endif
+1:
+    FNTRACE_CURSOR 8f, rdi, r9
+    FNTRACE_DEPTH rsi, rdi
     cmp rsi, {shadow}
-    jae 9f
-    shl rsi, 6
-    add rsi, [rcx + {frames}]
+    jae 8f
+    FNTRACE_FRAME rsi
     // The frame below (the sentinel if none) must be an outer call: a slot
     // at or below ours means it is gone (longjmp) or a tail call.
     lea rdx, \slot
     cmp [rsi - 64], rdx
-    jbe 9f
-    FNTRACE_DELTA 9f
-    shl rdx, 27
-    lea eax, [r11 * 8]
-    or rdx, rax
-    mov rax, [rcx + {wptr}]
-    mov [rax], rdx
-    add rax, 8
-    mov [rcx + {wptr}], rax
-    lea rax, \slot
-    mov [rsi], rax
+    jbe 8f
+    mov [rsi], rdx
     mov [rsi + 32], r11
     .if \hijack
-    mov rdx, [rax]
-    mov [rsi + 8], rdx
-    lea rdx, [rip + fntrace_return_to_handler]
-    mov [rax], rdx
+    mov [rsi + 8], r8
+    lea rax, [rip + fntrace_return_to_handler]
+    mov \slot, rax
     .endif
-    inc qword ptr [rcx + {depth}]
+    FNTRACE_DELTA 8f
+    lea edx, [r11 * 8]
+    or rdx, rax
+    mov rsi, rdi
+    add rsi, [rip + {step_push}]
+    FNTRACE_COMMIT rdi, rsi, rdx, "[r9]"
+    pop r9
+    pop r8
+    pop rdi
     pop rsi
     pop rcx
     pop rdx
     pop rax
     ret
-9:
+8:
+    .if \hijack
+    mov \slot, r8
+    .endif
+    pop r9
+    pop r8
+    pop rdi
     pop rsi
     pop rcx
     pop rdx
@@ -244,21 +289,31 @@ fntrace_tls_thread:
     push rdx
     push rcx
     push rsi
-    FNTRACE_THREAD 9f, rsi
-    FNTRACE_DELTA 9f
-    shl rdx, 27
-    or rdx, r11
-    mov [rsi], rdx
-    mov rdx, \slot
-    mov [rsi + 8], rdx
-    add rsi, 16
-    mov [rcx + {wptr}], rsi
+    push rdi
+    push r8
+    push r9
+1:
+    FNTRACE_CURSOR 8f, rdi, rsi
+    FNTRACE_DELTA 8f
+    mov r8, rax
+    or r8, r11
+    mov r9, \slot
+    mov rdx, rdi
+    add rdx, [rip + {step_payload}]
+    FNTRACE_COMMIT rdi, rdx, r8, "[rsi]"
+    mov [rsi + 8], r9
+    pop r9
+    pop r8
+    pop rdi
     pop rsi
     pop rcx
     pop rdx
     pop rax
     ret
-9:
+8:
+    pop r9
+    pop r8
+    pop rdi
     pop rsi
     pop rcx
     pop rdx
@@ -268,54 +323,60 @@ fntrace_tls_thread:
     .size \name, . - \name
     .endm
 
-    FNTRACE_FAST_ENTRY fntrace_fast_entry, "[rsp + 40]", {fallback_entry}, 1
+    FNTRACE_FAST_ENTRY fntrace_fast_entry, "[rsp + 64]", {fallback_entry}, 1
     FNTRACE_FAST_ENTRY fntrace_fast_entry_mcount, "[rbp + 8]", {fallback_mcount}, 1
     // Functions with exit sleds (XRay): the frame is pushed, the return
     // is not hijacked; fntrace_fast_exit closes it.
-    FNTRACE_FAST_ENTRY fntrace_fast_open, "[rsp + 40]", {fallback_entry}, 0
+    FNTRACE_FAST_ENTRY fntrace_fast_open, "[rsp + 64]", {fallback_entry}, 0
 
     // The fast exit path (function_graph, XRay return sleds, patched as
     // `call slot; ret`): r11 is the slot's data word, the function's frame
     // word (its id, flags 0); [rsp + 8] is the function's return slot. The
-    // function is returning: rax and rdx hold its value, rcx, rsi, rdi and
-    // r8-r11 are free. Pops the frame and records the EXIT if the top frame
-    // is this function's, not hijacked; anything else goes to the generic
-    // exit routine.
+    // function is returning: rax and rdx hold its value (kept in r8 and
+    // r10), rcx, rsi, rdi and r8-r11 are free. Pops the frame and records
+    // the EXIT if the top frame is this function's, not hijacked; anything
+    // else goes to the generic exit routine.
     .text
     .p2align 4
     .globl fntrace_fast_exit
     .hidden fntrace_fast_exit
     .type fntrace_fast_exit, @function
 fntrace_fast_exit:
-    FNTRACE_THREAD 9f, r9
-    mov rsi, [rcx + {depth}]
-    shl rsi, 6
-    add rsi, [rcx + {frames}]
-    lea rdi, [rsp + 8]
-    cmp [rsi - 64], rdi
-    jne 9f
-    cmp [rsi - 32], r11
-    jne 9f
     mov r8, rax
-    mov rdi, rdx
+    mov r10, rdx
+1:
+    FNTRACE_CURSOR 8f, r9, rdi
+    FNTRACE_DEPTH rsi, r9
+    FNTRACE_FRAME rsi
+    lea rdx, [rsp + 8]
+    cmp [rsi - 64], rdx
+    jne 8f
+    cmp [rsi - 32], r11
+    jne 8f
     FNTRACE_DELTA 8f
-    FNTRACE_EXIT_EVENT r11
+    lea edx, [r11 * 8 + 1]
+    or rdx, rax
+    mov rsi, r9
+    add rsi, [rip + {step_pop}]
+    FNTRACE_COMMIT r9, rsi, rdx, "[rdi]"
+    mov rax, r8
+    mov rdx, r10
     ret
 8:
     mov rax, r8
-    mov rdx, rdi
-9:
+    mov rdx, r10
     mov r11, [rip + {fallback_ops}]
     jmp qword ptr [rip + {fallback_exit}]
     .size fntrace_fast_exit, . - fntrace_fast_exit
-    FNTRACE_FAST_CALLER fntrace_fast_caller, "[rsp + 40]", {fallback_entry}
+    FNTRACE_FAST_CALLER fntrace_fast_caller, "[rsp + 64]", {fallback_entry}
     FNTRACE_FAST_CALLER fntrace_fast_caller_mcount, "[rbp + 8]", {fallback_mcount}
 
     // The fast return path: a hijacked function returned here; rax and
-    // rdx hold its return value (xmm0/xmm1 are not touched), every other
-    // caller-saved register is free. Pops the frame, records the EXIT and
-    // jumps to the real return address; anything unusual goes to the slow
-    // trampoline below.
+    // rdx hold its return value (kept in r8 and r11; xmm0/xmm1 are not
+    // touched), every other caller-saved register is free. Pops the frame,
+    // records the EXIT and jumps to the real return address (held in r10:
+    // once the frame is popped, a handler may reuse its place); anything
+    // unusual goes to the slow trampoline below.
     .text
     .p2align 4
     .globl fntrace_return_to_handler
@@ -323,28 +384,33 @@ fntrace_fast_exit:
     .type fntrace_return_to_handler, @function
     nop
 fntrace_return_to_handler:
-    FNTRACE_THREAD 8f, r9
-    mov rsi, [rcx + {depth}]
-    shl rsi, 6
-    add rsi, [rcx + {frames}]
+    mov r8, rax
+    mov r11, rdx
+1:
+    FNTRACE_CURSOR 8f, r9, rdi
+    FNTRACE_DEPTH rsi, r9
+    FNTRACE_FRAME rsi
     // The top frame (the sentinel if none) must be this return's.
-    lea rdi, [rsp - 8]
-    cmp [rsi - 64], rdi
+    lea rdx, [rsp - 8]
+    cmp [rsi - 64], rdx
     jne 8f
     mov r10, [rsi - 56]
-    lea r8, [rip + fntrace_return_to_handler]
-    cmp r10, r8
+    lea rdx, [rip + fntrace_return_to_handler]
+    cmp r10, rdx
     je 8f
-    mov r8, rax
-    mov rdi, rdx
-    FNTRACE_DELTA 7f
-    mov eax, dword ptr [rsi - 32]
-    FNTRACE_EXIT_EVENT rax
-    jmp r10
-7:
+    FNTRACE_DELTA 8f
+    mov edx, dword ptr [rsi - 32]
+    lea rdx, [rdx * 8 + 1]
+    or rdx, rax
+    mov rsi, r9
+    add rsi, [rip + {step_pop}]
+    FNTRACE_COMMIT r9, rsi, rdx, "[rdi]"
     mov rax, r8
-    mov rdx, rdi
+    mov rdx, r11
+    jmp r10
 8:
+    mov rax, r8
+    mov rdx, r11
     jmp fntrace_return_slow
     .size fntrace_return_to_handler, . - fntrace_return_to_handler
 
@@ -409,10 +475,15 @@ fntrace_return_slow:
     xinuse = sym crate::routines::XINUSE,
     fend = const off::FEND,
     max_delta = sym MAX_DELTA,
-    depth = const off::DEPTH,
+    step_push = sym STEP_PUSH,
+    step_pop = sym STEP_POP,
+    step_payload = sym STEP_PAYLOAD,
+    depth_shift = const super::thread::DEPTH_SHIFT,
+    depth_mask = const super::thread::DEPTH_MASK,
+    data = const off::DATA,
+    cursor = const off::CURSOR,
     frames = const off::FRAMES,
-    wptr = const off::WPTR,
-    last = const off::LAST,
+    base = const off::BASE,
     shadow = const SHADOW,
     fallback_ops = sym FALLBACK_OPS,
     fallback_entry = sym FALLBACK_ENTRY,

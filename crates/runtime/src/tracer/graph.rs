@@ -10,6 +10,17 @@
 //! closed there (`UNWIND`, or `EXIT` if an exception unwound it: its exit
 //! happened). Two frames may share a slot: a tail call, which returns for
 //! both at once.
+//!
+//! A thread may run on more than one stack: a signal handler on its
+//! alternate stack, coroutines (`swapcontext`, hand-written switches). A
+//! handler on the alternate stack never ends the frames it interrupted
+//! (they are below it in time, wherever its stack lies). Frames of a stack
+//! the thread switched away from look gone, and are closed as such; so
+//! that the program never depends on the shadow stack for them, a frame
+//! closed without its return gets its real return address back in its
+//! slot ([`release`]) — resumed later, it returns straight to its caller.
+//! A return whose frame is not the innermost one (frames of another stack
+//! lie above it) closes those frames the same way.
 
 use fntrace_format::event::Kind;
 
@@ -20,6 +31,7 @@ use super::thread::{
 use super::{clock, config, profile, Tracer};
 use crate::ops::RawOps;
 use crate::routines::Regs;
+use crate::sys;
 
 /// The return trampoline's address.
 fn handler() -> usize {
@@ -62,14 +74,14 @@ pub unsafe extern "C" fn graph_exit(
             // SAFETY: `ip` is the code right after the exit site, in a
             // mapped executable segment.
             if unsafe { is_return(ip) } {
-                t.depth -= 1;
+                t.pop_frame();
                 close(t, top, Kind::Exit, now);
             } else {
                 // A tail call (XRay tail sled, or a return site before a
                 // `jmp`): the function ends when its callee returns, into
                 // the trampoline.
                 let p = slot as *mut usize;
-                let d = t.depth - 1;
+                let d = t.depth() - 1;
                 let f = t.frame(d);
                 // SAFETY: the function's live return slot on this stack.
                 unsafe {
@@ -139,9 +151,14 @@ fn gone_kind(f: &Frame) -> Kind {
     }
 }
 
-/// Closes the frames above `slot`: gone without returning through us.
+/// Closes the frames above `slot` (the return slot of the call being
+/// entered or returned from, or an unwinder's stack pointer): gone without
+/// returning through us. A frame at or below `slot` is gone if it is on
+/// the same stack; a handler running on the alternate signal stack ends
+/// none of the frames it interrupted.
 fn drop_stale(t: &mut Thread, slot: usize, now: u64, entry: bool) {
     let handler = handler();
+    let mut alt: Option<Option<(usize, usize, bool)>> = None;
     while let Some(top) = t.top() {
         let gone = top.slot < slot
             // SAFETY: a slot at or above a live call's slot is live stack.
@@ -149,8 +166,49 @@ fn drop_stale(t: &mut Thread, slot: usize, now: u64, entry: bool) {
         if !gone || top.slot == 0 {
             break;
         }
-        t.depth -= 1;
+        let (start, end, _) = alt.get_or_insert_with(sys::alt_stack).unwrap_or((0, 0, false));
+        let on_alt = |a: usize| (start..end).contains(&a);
+        if on_alt(slot) && !on_alt(top.slot) {
+            break;
+        }
+        t.pop_frame();
+        release(t, &top, slot);
         close(t, top, gone_kind(&top), now);
+    }
+}
+
+/// A frame ends without returning through the trampoline: if its slot
+/// still holds the trampoline's address, the real return address goes
+/// back there. The slot is dead stack (a `longjmp` left it: writing it is
+/// harmless) or live on another stack (a coroutine switched away, which
+/// then returns straight to its caller when resumed). Slots in the
+/// tracer's own frames — between the stack pointer (and the red zone under
+/// it) and `current`, the slot of the event being handled — are left
+/// alone: those bytes are ours now.
+///
+/// The address is also parked ([`Thread::park`]): a copy of the slot made
+/// before (a context switch tail-called from the function saved the
+/// trampoline's address as where to resume) still returns through the
+/// trampoline, which then finds it there.
+fn release(t: &mut Thread, f: &Frame, current: usize) {
+    let handler = handler();
+    if f.flags & F_HIJACKED == 0 || f.flags & F_RESTORED != 0 || f.slot == 0 || f.orig == handler {
+        return;
+    }
+    let ours = sys::stack_pointer().saturating_sub(256)..current;
+    if ours.contains(&f.slot) {
+        return;
+    }
+    let p = f.slot as *mut usize;
+    // SAFETY: the slot was this frame's return slot on a stack of this
+    // thread; outside our own frames, it is written only where it still
+    // holds the trampoline's address, which only a hijacked return slot
+    // (live, or dead stack nothing else uses) holds.
+    let held = unsafe { p.read_volatile() == handler };
+    if held {
+        // SAFETY: as above.
+        unsafe { p.write_volatile(f.orig) };
+        t.park(f.slot, f.orig);
     }
 }
 
@@ -170,8 +228,8 @@ unsafe fn enter_frame(t: &mut Thread, fid: u32, slot: usize, now: u64) {
     if t.recorded >= t.max_depth {
         return;
     }
-    if t.depth >= SHADOW {
-        t.overflow += 1;
+    if t.depth() >= SHADOW {
+        t.untraced.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return;
     }
     let mut f = Frame {
@@ -184,23 +242,18 @@ unsafe fn enter_frame(t: &mut Thread, fid: u32, slot: usize, now: u64) {
         saved_max: t.max_depth,
         pad: [0; 5],
     };
-    if flags & HAS_EXIT == 0 && slot != 0 {
-        let p = slot as *mut usize;
+    let hijack = flags & HAS_EXIT == 0 && slot != 0;
+    if hijack {
         // SAFETY: the caller's slot holds the traced function's return
         // address; this thread alone uses it.
-        unsafe {
-            f.orig = *p;
-            *p = handler();
-        }
+        f.orig = unsafe { *(slot as *const usize) };
         f.flags |= F_HIJACKED;
     }
     if flags & NOTRACE != 0 {
         // Hidden with its callees: a frame only to know when it ends.
         t.hidden += 1;
         f.flags |= F_NOTRACE;
-        let depth = t.depth;
-        *t.frame(depth) = f;
-        t.depth += 1;
+        push_hijacked(t, f, hijack);
         return;
     }
     if flags & GRAPH != 0 {
@@ -212,13 +265,22 @@ unsafe fn enter_frame(t: &mut Thread, fid: u32, slot: usize, now: u64) {
         f.flags |= F_DEPTH;
     }
     t.recorded += 1;
-    let depth = t.depth;
-    *t.frame(depth) = f;
-    t.depth += 1;
+    push_hijacked(t, f, hijack);
     match cfg.kind {
         Tracer::Profile => profile::enter(t, fid),
         _ if cfg.time_filter == 0 => t.emit(Kind::Entry, fid, now, None),
         _ => {}
+    }
+}
+
+/// Pushes `f`, then (with `hijack`) puts the trampoline in its slot: a
+/// frame is on the shadow stack before its return can need it.
+fn push_hijacked(t: &mut Thread, f: Frame, hijack: bool) {
+    t.push_frame(f);
+    if hijack {
+        // SAFETY: the traced function's return slot, whose address `f.orig`
+        // was read from; this thread alone uses it.
+        unsafe { *(f.slot as *mut usize) = handler() };
     }
 }
 
@@ -240,8 +302,7 @@ fn close(t: &mut Thread, f: Frame, kind: Kind, now: u64) {
     match cfg.kind {
         Tracer::Profile => {
             profile::exit(t, f.fid, dur, f.children);
-            if t.depth > 0 {
-                let d = t.depth - 1;
+            if let Some(d) = t.depth().checked_sub(1) {
                 t.frame(d).children += dur;
             }
         }
@@ -257,28 +318,41 @@ fn close(t: &mut Thread, f: Frame, kind: Kind, now: u64) {
 /// Called by the return trampoline with the slot the traced function
 /// returned from: closes its frame and gives the real return address.
 pub extern "C" fn graph_return(slot: usize) -> usize {
-    let Some(t) = thread::for_return() else {
+    let Some((t, was)) = thread::for_return() else {
         lost_return();
     };
-    let was_busy = t.busy;
-    t.busy = true;
     let now = clock::now();
     drop_stale(t, slot, now, false);
+    if t.top().is_some_and(|f| f.slot != slot) {
+        // Frames of another stack above this return's frame (a coroutine
+        // switched away from, a signal handler's stack left): they end here.
+        if let Some(i) = (0..t.depth()).rev().find(|&i| t.frame(i).slot == slot) {
+            while t.depth() > i + 1 {
+                let Some(f) = t.pop_frame() else { break };
+                release(t, &f, slot);
+                close(t, f, gone_kind(&f), now);
+            }
+        }
+    }
     let handler = handler();
     let mut ret = 0;
     while let Some(top) = t.top() {
         if top.slot != slot {
             break;
         }
-        t.depth -= 1;
+        t.pop_frame();
         close(t, top, Kind::Exit, now);
         if top.flags & F_HIJACKED != 0 && top.orig != handler {
             ret = top.orig;
             break;
         }
     }
-    t.busy = was_busy;
-    t.allow_fast();
+    if ret == 0 {
+        // Not on the shadow stack: a frame ended before, whose return
+        // address had been copied (`release`).
+        ret = t.unpark(slot).unwrap_or(0);
+    }
+    t.leave_to(was);
     if ret == 0 {
         lost_return();
     }
@@ -296,13 +370,13 @@ fn lost_return() -> ! {
 /// unwinder walks the stack (an exception, `pthread_exit`): frames below
 /// `sp` are gone; the others stay open and end when found gone later.
 pub extern "C" fn restore_all(sp: usize, forced: bool) {
-    let Some(t) = thread::for_return() else { return };
-    let was_busy = t.busy;
-    t.busy = true;
+    let Some((t, was)) = thread::for_return() else {
+        return;
+    };
     let now = clock::now();
     drop_stale(t, sp, now, false);
     let handler = handler();
-    for i in 0..t.depth {
+    for i in 0..t.depth() {
         let f = t.frame(i);
         if f.flags & F_HIJACKED != 0 && f.flags & F_RESTORED == 0 {
             let p = f.slot as *mut usize;
@@ -322,21 +396,20 @@ pub extern "C" fn restore_all(sp: usize, forced: bool) {
             f.flags |= F_FORCED;
         }
     }
-    t.busy = was_busy;
-    t.allow_fast();
+    t.leave_to(was);
 }
 
 /// At a catch (`__cxa_begin_catch`, called by the catching frame, whose
 /// stack pointer is `sp`): frames below `sp` were unwound and end now;
 /// the frames above survive, so their returns are hijacked again.
 pub extern "C" fn catch(sp: usize) {
-    let Some(t) = thread::for_return() else { return };
-    let was_busy = t.busy;
-    t.busy = true;
+    let Some((t, was)) = thread::for_return() else {
+        return;
+    };
     let now = clock::now();
     drop_stale(t, sp, now, false);
     let handler = handler();
-    for i in 0..t.depth {
+    for i in 0..t.depth() {
         let f = t.frame(i);
         if f.flags & F_RESTORED == 0 {
             continue;
@@ -353,17 +426,15 @@ pub extern "C" fn catch(sp: usize) {
             }
         }
     }
-    t.busy = was_busy;
-    t.allow_fast();
+    t.leave_to(was);
 }
 
 /// A thread ends: its frames still open (left by `pthread_exit`, or by a
 /// start routine that never returned through the trampoline) end here.
 pub fn thread_end(t: &mut Thread) {
     let now = clock::now();
-    t.busy = true;
-    while let Some(top) = t.top() {
-        t.depth -= 1;
+    t.busy = sys::stack_pointer();
+    while let Some(top) = t.pop_frame() {
         close(t, top, gone_kind(&top), now);
     }
 }

@@ -381,13 +381,9 @@ pub fn set_unwind_real(which: usize, addr: usize) {
 /// traced that have not returned (hijacked return addresses among them).
 pub fn threads_inside() -> usize {
     thread::all()
-        .filter(|t| {
-            // SAFETY: `depth` is an aligned word that only its owner (and
-            // its assembly fast paths) writes; read volatile, it is whole
-            // and at most a little stale, which only delays the unhooking
-            // a detach does when it reads 0.
-            !t.dead.load(Ordering::Relaxed) && unsafe { std::ptr::read_volatile(&t.depth) } > 0
-        })
+        // The depth is in the cursor, an atomic word: at most a little
+        // stale, which only delays the unhooking a detach does when it reads 0.
+        .filter(|t| !t.dead.load(Ordering::Relaxed) && t.depth() > 0)
         .count()
 }
 

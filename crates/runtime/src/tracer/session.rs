@@ -95,6 +95,7 @@ pub fn open(root: &Path, tracer: &str, parent: Option<String>) -> io::Result<Ses
         instrumentation: Default::default(),
         modules: Vec::new(),
         lost: 0,
+        untraced: 0,
         ended: false,
     };
     let session = Session {
@@ -169,9 +170,9 @@ impl Session {
         let (tick, mono) = clock::point();
         self.info.clock.tick1 = tick;
         self.info.clock.mono1_ns = mono;
-        self.info.lost = super::thread::all()
-            .map(|t| t.lost_total.load(std::sync::atomic::Ordering::Relaxed))
-            .sum();
+        let relaxed = std::sync::atomic::Ordering::Relaxed;
+        self.info.lost = super::thread::all().map(|t| t.lost_total.load(relaxed)).sum();
+        self.info.untraced = super::thread::all().map(|t| t.untraced.load(relaxed)).sum();
         self.info.ended = ended;
         let _ = self.write_info();
     }

@@ -5,12 +5,28 @@
 //!
 //! Only the owning thread writes events and frames; the writer thread takes
 //! chunks the owner marked full (`FULL` → `WRITING` → `FREE`), and at the end
-//! reads the prefix of the chunk being filled (its `len` is published after
-//! each event). Nothing on the recording path locks or makes a system call.
+//! reads the prefix of the chunk being filled (up to the cursor's write
+//! pointer). Nothing on the recording path locks or makes a system call.
+//!
+//! **Signals.** A signal handler may call traced functions at any
+//! instruction of the thread, the tracer's own included. The fast paths
+//! (`asm.rs`) are made for that: each writes its event past the write
+//! pointer and its frame past the depth — places nobody reads yet — and
+//! publishes both with one compare-exchange of the [`Thread::cursor`] word
+//! (write pointer and depth together). A handler that ran in between moved
+//! the cursor: the exchange fails and the path starts again, after the
+//! handler's events. A handler that never returns (`siglongjmp`) leaves
+//! nothing half-published. Event times count from a base that only the
+//! generic path moves (chunk version 2), so no "last event" time has to be
+//! published with them. The generic (Rust) paths are exclusive instead:
+//! while one runs, `busy` holds its stack pointer and the fast paths are
+//! closed (`fend` 0); a handler's traced call meanwhile is not traced
+//! (counted in `untraced`), and a generic path left by `siglongjmp` is
+//! recognised by a stack pointer above the one it recorded.
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use fntrace_format::event::{self, Kind, MAX_DELTA};
+use fntrace_format::event::{self, Kind, MAX_DELTA_FROM_BASE};
 
 use super::profile::Cell as ProfileCell;
 use crate::sys;
@@ -28,6 +44,9 @@ pub const WRITING: u32 = 3;
 pub const NCHUNKS: usize = 16;
 /// Frames in the shadow stack: deeper calls are not traced (counted).
 pub const SHADOW: usize = 4096;
+
+/// Return addresses kept for frames ended without their return.
+pub const PARKED: usize = 1024;
 
 /// Frame flags.
 pub const F_HIJACKED: u32 = 1;
@@ -94,32 +113,53 @@ const _: () = assert!(std::mem::offset_of!(Frame, flags) == 36);
 pub mod off {
     use super::Thread;
     use std::mem::offset_of;
-    /// `wptr`.
-    pub const WPTR: usize = offset_of!(Thread, wptr);
-    /// `last`.
-    pub const LAST: usize = offset_of!(Thread, last);
-    /// `depth`.
-    pub const DEPTH: usize = offset_of!(Thread, depth);
+    /// `cursor`.
+    pub const CURSOR: usize = offset_of!(Thread, cursor);
+    /// `base`.
+    pub const BASE: usize = offset_of!(Thread, base);
+    /// `data`.
+    pub const DATA: usize = offset_of!(Thread, data);
     /// `frames`.
     pub const FRAMES: usize = offset_of!(Thread, frames);
     /// `fend`.
     pub const FEND: usize = offset_of!(Thread, fend);
 }
 
+/// The cursor: bits 0–31 the write pointer, in words from `data` (0: no
+/// chunk taken); bits 32–44 the depth; bits 45–63 a count of commits,
+/// bumped by every one, so that a signal handler that recorded nothing
+/// (its events dropped) and left the depth as it was still changes the
+/// word, and the code it interrupted still sees it changed.
+pub const DEPTH_SHIFT: u32 = 32;
+/// The depth's bits, once shifted down.
+pub const DEPTH_MASK: u64 = (1 << 13) - 1;
+/// Where the commit count starts.
+pub const COUNT_SHIFT: u32 = 45;
+const _: () = assert!((SHADOW as u64) < DEPTH_MASK && DEPTH_MASK << DEPTH_SHIFT < 1 << COUNT_SHIFT);
+/// The cursor step of an event word and a frame pushed.
+pub const STEP_PUSH: u64 = 1 + (1 << DEPTH_SHIFT) + (1 << COUNT_SHIFT);
+/// The cursor step of an event word and a frame popped.
+pub const STEP_POP: u64 = (1 + (1 << COUNT_SHIFT)) - (1 << DEPTH_SHIFT);
+/// The cursor step of an event word and its payload.
+pub const STEP_PAYLOAD: u64 = 2 + (1 << COUNT_SHIFT);
+/// The largest per-thread mapping the cursor's word offset can address.
+pub const MAX_DATA: usize = (u32::MAX as usize) * 8;
+
 /// A traced thread. The first fields are read and written by the fast
 /// paths in assembly (`asm.rs`) at fixed offsets (see `off`).
 #[repr(C)]
 pub struct Thread {
-    /// Where the next event word goes (0 while no chunk is taken).
-    pub wptr: AtomicUsize,
+    /// Where the next event word goes (the low 48 bits; 0 while no chunk
+    /// is taken) and how many frames are in use (above): one word, so that
+    /// an event and a frame are published together (module doc).
+    pub cursor: AtomicU64,
     /// The end of the current chunk minus room for one event with its
     /// payload and a `TIME` event (0 while no chunk is taken). Whoever
     /// changes it clears `fend`; `allow_fast` sets that again.
     pub wend: usize,
-    /// Tick of the last event.
-    pub last: u64,
-    /// Frames in use.
-    pub depth: usize,
+    /// The tick event deltas count from: the chunk's start or the last
+    /// `TIME` event's (moved only by the generic path).
+    pub base: u64,
     /// The shadow stack.
     pub frames: *mut Frame,
     /// Recorded frames (for `--depth`; the fast paths, which run only
@@ -129,8 +169,9 @@ pub struct Thread {
     /// (fast mode, not busy, not ended), else 0 — one comparison in the
     /// assembly checks both that they may run and that the chunk has room.
     pub fend: AtomicUsize,
-    /// Inside the tracer (a signal handler's calls are then not traced).
-    pub busy: bool,
+    /// Inside the tracer's generic path: its stack pointer then, else 0
+    /// (a signal handler's calls meanwhile are not traced).
+    pub busy: usize,
     /// The tracer's settings allow the fast paths.
     pub fast_mode: bool,
     /// The `GENERATION` of the settings `fast_mode` and `max_depth` came from.
@@ -163,15 +204,21 @@ pub struct Thread {
     pub inside: u32,
     /// Open `--notrace` frames.
     pub hidden: u32,
-    /// Calls not traced because the shadow stack was full.
-    pub overflow: u64,
+    /// Calls not traced: the shadow stack was full, or a signal handler
+    /// called them while the thread was inside the tracer's generic path.
+    pub untraced: AtomicU64,
     /// The profile table (one cell per function id).
     pub profile: AtomicPtr<ProfileCell>,
     /// Its length.
     pub profile_len: AtomicU64,
     /// The next thread in the registry.
     pub next: *mut Thread,
-    /// The mapping holding frames and chunk data.
+    /// Real return addresses of frames ended without their return, by
+    /// slot (a ring of [`PARKED`] pairs, in the data mapping): see `park`.
+    pub parked: *mut [usize; 2],
+    /// Pairs parked so far (the next goes at this modulo `PARKED`).
+    pub parked_count: usize,
+    /// The mapping holding frames, parked pairs and chunk data.
     pub data: *mut u8,
     /// Its size.
     pub data_len: usize,
@@ -193,9 +240,10 @@ pub fn current_raw() -> *mut Thread {
     super::asm::tls_get() as *mut Thread
 }
 
-/// Enters the tracer on this thread: its state (made on first use), marked
-/// busy, or `None` if the thread is already inside the tracer, has ended,
-/// or tracing has finished.
+/// Enters the tracer's generic path on this thread: its state (made on
+/// first use), marked busy, or `None` if the thread is already inside the
+/// tracer (a signal handler interrupted it: the call is counted as not
+/// traced), has ended, or tracing has finished.
 pub fn enter() -> Option<&'static mut Thread> {
     let mut p = current_raw();
     if p.is_null() {
@@ -208,17 +256,90 @@ pub fn enter() -> Option<&'static mut Thread> {
     // (the writer touches only atomics and full chunks); `busy` keeps a
     // signal handler from using it while we do.
     let t = unsafe { &mut *p };
+    if t.busy != 0 && !t.reclaim() {
+        t.untraced.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    if t.dead.load(Ordering::Relaxed) {
+        return None;
+    }
     let generation = super::GENERATION.load(Ordering::Acquire);
-    if t.generation != generation && !t.busy {
+    if t.generation != generation {
         // New settings (`fntrace ctl`): this thread's copy of them.
-        // The counts the slow paths keep and the fast paths do not: taken
-        // again from the shadow stack.
         let cfg = super::config();
         t.generation = generation;
         t.fast_mode = cfg.fast;
+        t.recount(Some(cfg.max_depth));
+    }
+    t.busy = sys::stack_pointer();
+    t.fend.store(0, Ordering::Relaxed);
+    Some(t)
+}
+
+/// The state for the paths that must run even inside the tracer (a
+/// hijacked function returning, an unwinder starting): marked busy, with
+/// the previous mark to give back to [`Thread::leave_to`].
+pub fn for_return() -> Option<(&'static mut Thread, usize)> {
+    let p = current_raw();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: as in `enter`; these paths run only when a traced frame
+    // returns or an unwinder starts, never inside the tracer's own code
+    // (a stale mark left by `siglongjmp` is reclaimed).
+    let t = unsafe { &mut *p };
+    let was = if t.busy != 0 && t.reclaim() { 0 } else { t.busy };
+    t.busy = sys::stack_pointer();
+    t.fend.store(0, Ordering::Relaxed);
+    Some((t, was))
+}
+
+impl Thread {
+    /// Leaves the tracer.
+    #[inline]
+    pub fn leave(&mut self) {
+        self.leave_to(0);
+    }
+
+    /// Leaves a path entered with [`for_return`], giving back its mark.
+    #[inline]
+    pub fn leave_to(&mut self, was: usize) {
+        self.busy = was;
+        self.allow_fast();
+    }
+
+    /// Whether the busy mark is stale: the generic path that set it was
+    /// left without finishing (a signal handler interrupted it and jumped
+    /// out with `siglongjmp`). Code nested in that path (a handler) runs
+    /// below it on the same stack, or on the alternate signal stack; so
+    /// the mark is stale if the stack pointer is now above it on the same
+    /// stack, or if the mark is on the alternate stack and the thread is
+    /// no longer on it. Then the mark is cleared and the counts the path
+    /// may have left half-done are taken again from the shadow stack.
+    fn reclaim(&mut self) -> bool {
+        let sp = sys::stack_pointer();
+        let alt = sys::alt_stack();
+        let on_alt = |a: usize| alt.is_some_and(|(start, end, _)| (start..end).contains(&a));
+        let stale = match (on_alt(self.busy), on_alt(sp)) {
+            (true, false) => true,
+            (false, true) => false,
+            _ => sp > self.busy,
+        };
+        if !stale {
+            return false;
+        }
+        self.busy = 0;
+        self.recount(None);
+        true
+    }
+
+    /// Takes the counts the generic path keeps (and the fast paths do not)
+    /// again from the shadow stack; with `max_depth`, the depth limit too
+    /// unless a frame set it.
+    fn recount(&mut self, max_depth: Option<u32>) {
         let (mut recorded, mut hidden, mut inside, mut depth_frame) = (0, 0, 0, false);
-        for i in 0..t.depth {
-            let flags = t.frame(i).flags;
+        for i in 0..self.depth() {
+            let flags = self.frame(i).flags;
             if flags & F_NOTRACE != 0 {
                 hidden += 1;
                 continue;
@@ -227,43 +348,89 @@ pub fn enter() -> Option<&'static mut Thread> {
             inside += u32::from(flags & F_GRAPH != 0);
             depth_frame |= flags & F_DEPTH != 0;
         }
-        (t.recorded, t.hidden, t.inside) = (recorded, hidden, inside);
-        if !depth_frame {
-            t.max_depth = cfg.max_depth;
+        (self.recorded, self.hidden, self.inside) = (recorded, hidden, inside);
+        if let (Some(max), false) = (max_depth, depth_frame) {
+            self.max_depth = max;
         }
     }
-    if t.busy || t.dead.load(Ordering::Relaxed) {
-        if t.busy {
-            crate::ops::RECURSIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        return None;
-    }
-    t.busy = true;
-    t.fend.store(0, Ordering::Relaxed);
-    Some(t)
-}
 
-/// The state for the return trampoline: it must be found even while busy.
-pub fn for_return() -> Option<&'static mut Thread> {
-    let p = current_raw();
-    // SAFETY: as in `enter`; the return path runs only when a traced frame
-    // returns, never inside the tracer's own code.
-    (!p.is_null()).then(|| unsafe { &mut *p })
-}
-
-impl Thread {
-    /// Leaves the tracer.
+    /// Frames in use.
     #[inline]
-    pub fn leave(&mut self) {
-        self.busy = false;
-        self.allow_fast();
+    pub fn depth(&self) -> usize {
+        ((self.cursor.load(Ordering::Relaxed) >> DEPTH_SHIFT) & DEPTH_MASK) as usize
+    }
+
+    /// Where the next event word goes (0 while no chunk is taken).
+    #[inline]
+    pub fn wptr(&self) -> usize {
+        match self.cursor.load(Ordering::Relaxed) as u32 {
+            0 => 0,
+            words => self.data as usize + words as usize * 8,
+        }
+    }
+
+    /// Publishes a new write pointer and depth (one store, counted).
+    #[inline]
+    fn set_cursor(&self, wptr: usize, depth: usize) {
+        let old = self.cursor.load(Ordering::Relaxed);
+        let words = if wptr == 0 {
+            0
+        } else {
+            (wptr - self.data as usize) as u64 / 8
+        };
+        let count = (old >> COUNT_SHIFT).wrapping_add(1) << COUNT_SHIFT;
+        self.cursor
+            .store(count | (depth as u64) << DEPTH_SHIFT | words, Ordering::Release);
+    }
+
+    /// Pushes a frame: written first, then published.
+    #[inline]
+    pub fn push_frame(&mut self, f: Frame) {
+        let depth = self.depth();
+        *self.frame(depth) = f;
+        self.set_cursor(self.wptr(), depth + 1);
+    }
+
+    /// Pops the innermost frame.
+    #[inline]
+    pub fn pop_frame(&mut self) -> Option<Frame> {
+        let depth = self.depth();
+        let f = self.top()?;
+        self.set_cursor(self.wptr(), depth - 1);
+        Some(f)
+    }
+
+    /// Keeps the real return address `orig` of a frame at `slot` that
+    /// ended without its return: its function may still return through
+    /// the trampoline, if its return address was copied before (a context
+    /// switch tail-called from it saved the trampoline's address as the
+    /// place to resume). The oldest of [`PARKED`] is forgotten first.
+    pub fn park(&mut self, slot: usize, orig: usize) {
+        let i = self.parked_count % PARKED;
+        // SAFETY: `parked` holds PARKED pairs; `i` is below that.
+        unsafe { *self.parked.add(i) = [slot, orig] };
+        self.parked_count += 1;
+    }
+
+    /// The real return address parked for `slot`, the newest first; taken.
+    pub fn unpark(&mut self, slot: usize) -> Option<usize> {
+        let n = self.parked_count.min(PARKED);
+        (0..n).find_map(|k| {
+            let i = (self.parked_count - 1 - k) % PARKED;
+            // SAFETY: `parked` holds PARKED pairs; `i` is below that.
+            let pair = unsafe { &mut *self.parked.add(i) };
+            (pair[0] == slot).then(|| {
+                pair[0] = 0;
+                pair[1]
+            })
+        })
     }
 
     /// Lets the fast paths run again if nothing forbids them.
     #[inline]
     pub fn allow_fast(&self) {
         let ok = self.fast_mode
-            && !self.busy
+            && self.busy == 0
             && !self.dead.load(Ordering::Relaxed)
             && !FINISHED.load(Ordering::Relaxed);
         self.fend.store(if ok { self.wend } else { 0 }, Ordering::Relaxed);
@@ -274,7 +441,7 @@ impl Thread {
         if self.chunk == usize::MAX {
             return 0;
         }
-        (self.wptr.load(Ordering::Relaxed) - self.chunks[self.chunk].data as usize) / 8
+        (self.wptr() - self.chunks[self.chunk].data as usize) / 8
     }
 
     /// The frame `i` (0 = outermost).
@@ -288,50 +455,50 @@ impl Thread {
     /// The innermost frame.
     #[inline]
     pub fn top(&mut self) -> Option<Frame> {
-        if self.depth == 0 {
-            None
-        } else {
-            Some(*self.frame(self.depth - 1))
+        match self.depth() {
+            0 => None,
+            d => Some(*self.frame(d - 1)),
         }
     }
 
-    /// Writes one event (and its payload word) at tick `now`.
+    /// Writes one event (and its payload word) at tick `now`: the words
+    /// first, then the write pointer (a handler jumping out in between
+    /// leaves nothing half-written).
     #[inline]
     pub fn emit(&mut self, kind: Kind, fid: u32, now: u64, payload: Option<u64>) {
         if FINISHED.load(Ordering::Relaxed) {
             return;
         }
-        if (self.chunk == usize::MAX || self.wptr.load(Ordering::Relaxed) > self.wend) && !self.switch() {
+        if (self.chunk == usize::MAX || self.wptr() > self.wend) && !self.switch() {
             self.dropped += 1;
             self.lost_total.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let mut delta = now.wrapping_sub(self.last);
-        let mut at = now;
-        if delta > MAX_DELTA {
+        let start = self.wptr();
+        let mut w = start;
+        let mut put = |word: u64| {
+            // SAFETY: `wptr <= wend`: four words fit below the chunk's end.
+            unsafe { (w as *mut u64).write(word) };
+            w += 8;
+        };
+        let mut delta = now.wrapping_sub(self.base);
+        if delta > MAX_DELTA_FROM_BASE {
             if (delta as i64) < 0 {
-                // Another core's counter is behind: never go back in time.
+                // Another core's counter is behind the base: the event is
+                // read at the previous event's time (time never goes back).
                 delta = 0;
-                at = self.last;
             } else {
-                self.push(event::encode(Kind::Time, 0, 0));
-                self.push(now);
+                put(event::TIME_WORD);
+                put(now);
+                self.base = now;
                 delta = 0;
             }
         }
-        self.push(event::encode(kind, fid, delta));
+        put(event::encode_from_base(kind, fid, delta));
         if let Some(p) = payload {
-            self.push(p);
+            put(p);
         }
-        self.last = at;
-    }
-
-    #[inline]
-    fn push(&mut self, word: u64) {
-        let p = self.wptr.load(Ordering::Relaxed);
-        // SAFETY: `emit` checked that `wptr <= wend`: four words fit.
-        unsafe { (p as *mut u64).write(word) };
-        self.wptr.store(p + 8, Ordering::Relaxed);
+        self.set_cursor(w, self.depth());
     }
 
     /// Closes the current chunk and takes the next one, if it is free
@@ -344,7 +511,7 @@ impl Thread {
             c.state.store(FULL, Ordering::Release);
             self.next_chunk = (self.chunk + 1) % NCHUNKS;
             self.chunk = usize::MAX;
-            self.wptr.store(0, Ordering::Relaxed);
+            self.set_cursor(0, self.depth());
             self.wend = 0;
             self.fend.store(0, Ordering::Relaxed);
             super::writer::wake();
@@ -354,13 +521,18 @@ impl Thread {
         let took = c
             .state
             .compare_exchange(FREE, FILLING, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-            || (self.flight
-                && c.state
-                    .compare_exchange(FULL, FILLING, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok());
+            .is_ok();
         if !took {
-            return false;
+            // The flight recorder overwrites the oldest chunk, zeroed first
+            // as the writer does the chunks it frees.
+            if !self.flight
+                || c.state
+                    .compare_exchange(FULL, FILLING, Ordering::Acquire, Ordering::Relaxed)
+                    .is_err()
+            {
+                return false;
+            }
+            super::writer::clear(c, (self.cap * 8) as u32);
         }
         c.seq.store(self.seq, Ordering::Relaxed);
         c.lost
@@ -371,13 +543,13 @@ impl Thread {
             0
         };
         c.flags.store(flags as u32, Ordering::Relaxed);
-        c.start.store(self.last, Ordering::Relaxed);
+        c.start.store(self.base, Ordering::Relaxed);
         c.len.store(0, Ordering::Release);
         self.seq += 1;
         self.dropped = 0;
         self.chunk = next;
         self.wend = c.data as usize + (self.cap - 4) * 8;
-        self.wptr.store(c.data as usize, Ordering::Relaxed);
+        self.set_cursor(c.data as usize, self.depth());
         true
     }
 
@@ -392,7 +564,7 @@ impl Thread {
             c.len.store((used * 8) as u32, Ordering::Release);
             c.state.store(FULL, Ordering::Release);
             self.chunk = usize::MAX;
-            self.wptr.store(0, Ordering::Relaxed);
+            self.set_cursor(0, self.depth());
             self.wend = 0;
         }
         self.dead.store(true, Ordering::Release);
@@ -402,6 +574,9 @@ impl Thread {
     /// Throws away everything buffered (a forked child: the parent writes it).
     pub fn reset_buffers(&mut self) {
         for c in &self.chunks {
+            if c.state.load(Ordering::Relaxed) != FREE {
+                super::writer::clear(c, (self.cap * 8) as u32);
+            }
             c.state.store(FREE, Ordering::Relaxed);
             c.len.store(0, Ordering::Relaxed);
         }
@@ -409,10 +584,11 @@ impl Thread {
         self.next_chunk = 0;
         self.seq = 0;
         self.dropped = 0;
-        self.wptr.store(0, Ordering::Relaxed);
+        self.set_cursor(0, self.depth());
         self.wend = 0;
         self.fend.store(0, Ordering::Relaxed);
         self.lost_total.store(0, Ordering::Relaxed);
+        self.untraced.store(0, Ordering::Relaxed);
     }
 }
 
@@ -424,14 +600,25 @@ fn create() -> Option<*mut Thread> {
     let head = std::mem::size_of::<Thread>().next_multiple_of(page);
     // One frame more than SHADOW: the first is a sentinel whose slot is
     // above any stack, so the fast paths need no empty-stack test.
-    let frames = ((SHADOW + 1) * std::mem::size_of::<Frame>()).next_multiple_of(page);
-    let data_len = frames + NCHUNKS * chunk_bytes;
-    let head_mem = sys::map_anon(head)? as *mut Thread;
-    let Some(data) = sys::map_anon(data_len) else {
-        // SAFETY: just mapped, unused.
-        unsafe { sys::unmap(head_mem as *mut u8, head) };
+    let frames = ((SHADOW + 1) * std::mem::size_of::<Frame>() + PARKED * 16).next_multiple_of(page);
+    let data_len = NCHUNKS
+        .checked_mul(chunk_bytes)
+        .and_then(|b| b.checked_add(frames))
+        .filter(|&len| len <= MAX_DATA);
+    let mapped = data_len.and_then(|len| Some((sys::map_anon(head)?, len)));
+    let data = mapped.and_then(|(_, len)| sys::map_anon(len));
+    let (Some((head_mem, data_len)), Some(data)) = (mapped, data) else {
+        if let Some((head_mem, _)) = mapped {
+            // SAFETY: just mapped, unused.
+            unsafe { sys::unmap(head_mem, head) };
+        }
+        static SAID: AtomicBool = AtomicBool::new(false);
+        if !SAID.swap(true, Ordering::Relaxed) {
+            sys::write_stderr(b"fntrace: cannot map a thread's trace buffers (--buffer-size too large?); threads without them are not traced\n");
+        }
         return None;
     };
+    let head_mem = head_mem as *mut Thread;
     let chunks = std::array::from_fn(|i| Chunk {
         state: AtomicU32::new(FREE),
         len: AtomicU32::new(0),
@@ -447,6 +634,8 @@ fn create() -> Option<*mut Thread> {
         (*(data as *mut Frame)).slot = usize::MAX;
         (data as *mut Frame).add(1)
     };
+    // SAFETY: the parked pairs follow the frames, inside the same pages.
+    let parked = unsafe { frames_ptr.add(SHADOW) } as *mut [usize; 2];
     let now = super::clock::now();
     // The generation before the settings: settings newer than the
     // generation read are taken again at the next slow entry, never the
@@ -454,14 +643,13 @@ fn create() -> Option<*mut Thread> {
     let generation = super::GENERATION.load(Ordering::Acquire);
     let config = super::config();
     let t = Thread {
-        wptr: AtomicUsize::new(0),
+        cursor: AtomicU64::new(0),
         wend: 0,
-        last: now,
-        depth: 0,
+        base: now,
         frames: frames_ptr,
         recorded: 0,
         fend: AtomicUsize::new(0),
-        busy: false,
+        busy: 0,
         fast_mode: config.fast,
         generation,
         tid: sys::gettid(),
@@ -478,10 +666,12 @@ fn create() -> Option<*mut Thread> {
         max_depth: config.max_depth,
         inside: 0,
         hidden: 0,
-        overflow: 0,
+        untraced: AtomicU64::new(0),
         profile: AtomicPtr::new(std::ptr::null_mut()),
         profile_len: AtomicU64::new(0),
         next: std::ptr::null_mut(),
+        parked,
+        parked_count: 0,
         data,
         data_len,
     };

@@ -13,7 +13,7 @@ use std::sync::{Condvar, LazyLock, Mutex, MutexGuard};
 use std::time::Duration;
 
 use fntrace_format::chunk::ChunkHeader;
-use fntrace_format::event::{self, Kind};
+use fntrace_format::event;
 use fntrace_format::layout;
 
 use super::thread::{self, Thread, FILLING, FREE, FULL, NCHUNKS, WRITING};
@@ -166,6 +166,7 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
         if skip > 0 {
             files.partial.remove(&t.tid);
         }
+        clear(c, len);
         c.state.store(FREE, Ordering::Release);
     }
     if partial {
@@ -186,7 +187,7 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
             // The fast paths do not publish `len`: the owner's write pointer
             // says how far it got.
             let base = c.data as usize;
-            let w = t.wptr.load(Ordering::Acquire);
+            let w = t.wptr();
             let len = if w >= base && w <= base + t.cap * 8 {
                 (w - base) as u32
             } else {
@@ -198,10 +199,11 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
         // A thread still dropping at the end: an empty chunk carries the
         // count, so that readers see every loss.
         // (The owner's fields, read at the final flush: recording stopped.)
-        let (chunk, dropped, last) = (t.chunk, t.dropped, t.last);
+        let (chunk, dropped, last) = (t.chunk, t.dropped, t.base);
         if chunk == usize::MAX && dropped > 0 {
             let seq = files.next.get(&t.tid).copied().unwrap_or(0);
             let header = ChunkHeader {
+                version: fntrace_format::chunk::VERSION,
                 flags: 0,
                 tid: t.tid,
                 seq,
@@ -235,9 +237,10 @@ fn write_chunk(files: &mut Files, t: &Thread, i: usize, skip: u32, len: u32) -> 
     let data = unsafe { std::slice::from_raw_parts(c.data as *const u8, len as usize) };
     let mut start = c.start.load(Ordering::Relaxed);
     if skip > 0 {
-        start = tick_after(start, &data[..skip as usize]);
+        start = continuation_start(start, &data[..skip as usize]);
     }
     let header = ChunkHeader {
+        version: fntrace_format::chunk::VERSION,
         flags: c.flags.load(Ordering::Relaxed) as u16,
         tid: t.tid,
         seq: c.seq.load(Ordering::Relaxed),
@@ -252,6 +255,14 @@ fn write_chunk(files: &mut Files, t: &Thread, i: usize, skip: u32, len: u32) -> 
     // Straight from the chunk: no copy of the events.
     append(files, t.tid, &[&header.encode(), &data[skip as usize..]]);
     len
+}
+
+/// Zeroes the first `len` bytes of a chunk written out: a word reserved
+/// and never written reads as 0, wherever the chunk is used next.
+pub fn clear(c: &thread::Chunk, len: u32) {
+    // SAFETY: the chunk is ours (WRITING, or taken back by its owner) and
+    // holds at least `len` bytes of data.
+    unsafe { std::ptr::write_bytes(c.data as *mut u8, 0, len as usize) };
 }
 
 /// Appends `parts` to the events file of `tid`.
@@ -275,24 +286,22 @@ fn append(files: &mut Files, tid: u32, parts: &[&[u8]]) {
     }
 }
 
-/// The tick of the last event in `data`, from the chunk's `start`.
-fn tick_after(start: u64, data: &[u8]) -> u64 {
-    let mut tick = start;
+/// Where the rest of a chunk written in two parts counts from, after its
+/// first part `data` (from the chunk's `start`).
+fn continuation_start(start: u64, data: &[u8]) -> u64 {
+    let mut ticks = fntrace_format::chunk::Ticks::new(&ChunkHeader {
+        start,
+        ..ChunkHeader::default()
+    });
     let mut words = data
         .chunks_exact(8)
         .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")));
     while let Some(w) = words.next() {
         let (kind, _, delta) = event::decode(w);
-        if kind == Kind::Time {
-            tick = words.next().unwrap_or(tick);
-            continue;
-        }
-        tick = tick.wrapping_add(delta);
-        if kind.has_payload() {
-            words.next();
-        }
+        let payload = if kind.has_payload() { words.next() } else { None };
+        ticks.next(kind, delta, payload);
     }
-    tick
+    ticks.continuation_start()
 }
 
 /// Stops the writer thread (it ends at its next wake-up).

@@ -65,6 +65,7 @@ impl Dir {
             tracer: tracer.into(),
             clock: Clock::monotonic(T0),
             lost: 3,
+            untraced: 0,
             ..ProcessInfo::default()
         };
         std::fs::write(dir.join(layout::PROCESS), info.to_json()).unwrap();
