@@ -29,6 +29,21 @@ thread_local! {
 /// The signal that makes the flight recorder write its buffers.
 pub const FLIGHT_SIGNAL: c_int = libc::SIGUSR2;
 
+/// The process the tracer records: set at start and in a forked child. A
+/// `vfork` child runs no fork handler: its pid differs from this one
+/// while it shares the parent's memory, until it execs or exits.
+static PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Whether this is a child that shares the traced process's memory (made
+/// by `vfork`, or `clone` with `CLONE_VM`): it must not touch the tracer's
+/// state, which is its parent's.
+fn in_shared_child() -> bool {
+    // SAFETY: getpid cannot fail.
+    let pid = unsafe { libc::getpid() } as u32;
+    let traced = PID.load(Ordering::Relaxed);
+    traced != 0 && pid != traced
+}
+
 /// The dispositions the tracer installed, with those they replaced.
 static INSTALLED: Mutex<Vec<(c_int, usize, libc::sigaction)>> = Mutex::new(Vec::new());
 
@@ -36,6 +51,8 @@ static INSTALLED: Mutex<Vec<(c_int, usize, libc::sigaction)>> = Mutex::new(Vec::
 /// terminating signals' handlers (unless `attached`: a process we attach to
 /// keeps its dispositions) and the flight signal.
 pub fn install(flight: bool, attached: bool) {
+    // SAFETY: getpid cannot fail.
+    PID.store(unsafe { libc::getpid() } as u32, Ordering::Relaxed);
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let mut key: libc::pthread_key_t = 0;
@@ -166,6 +183,8 @@ extern "C" fn child() {
         let Some((state, mut session, mut files)) = FORK_GUARDS.with(|g| g.borrow_mut().take()) else {
             return;
         };
+        // SAFETY: getpid cannot fail.
+        PID.store(unsafe { libc::getpid() } as u32, Ordering::Relaxed);
         if crate::attach::attached() {
             // A child of a process we attached to: no one can detach it, so
             // it records nothing (its sites stay as they are: every
@@ -219,11 +238,13 @@ fn real(name: &[u8]) -> usize {
     unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr() as *const c_char) as usize }
 }
 
-/// Writes the buffers before the process image goes away.
+/// Writes the buffers before the process image goes away — unless this
+/// is a `vfork` child, whose image is its parent's: the parent goes on
+/// recording in it, so the child leaves everything as it is.
 fn before_exec() {
     let _errno = crate::sys::ErrnoGuard::new();
     crate::no_unwind("exec", || {
-        if super::configured().is_some() && !thread::FINISHED.load(Ordering::Relaxed) {
+        if super::configured().is_some() && !thread::FINISHED.load(Ordering::Relaxed) && !in_shared_child() {
             super::flush_all(true);
         }
     });
@@ -232,7 +253,7 @@ fn before_exec() {
 /// The exec failed: go on tracing.
 fn after_failed_exec() {
     let _errno = crate::sys::ErrnoGuard::new();
-    if super::configured().is_some() {
+    if super::configured().is_some() && !in_shared_child() {
         thread::FINISHED.store(false, Ordering::Release);
         writer::start();
     }
