@@ -399,6 +399,36 @@ pub extern "C" fn restore_all(sp: usize, forced: bool) {
     t.leave_to(was);
 }
 
+/// An unwinder walks this thread's stack (its first frame lookup) without
+/// a wrapper having seen the walk begin: a forced unwind started through a
+/// pointer (glibc's thread cancellation), or a `backtrace()`. Every return
+/// address still hijacked is put back (the walk is below all the frames);
+/// those frames end when found gone, as after `pthread_exit`. Frames put
+/// back already (an exception's) are left as they are.
+pub fn restore_for_walk() {
+    let Some((t, was)) = thread::for_return() else {
+        return;
+    };
+    let handler = handler();
+    for i in 0..t.depth() {
+        let f = t.frame(i);
+        if f.flags & F_HIJACKED == 0 || f.flags & F_RESTORED != 0 || f.orig == handler {
+            continue;
+        }
+        let p = f.slot as *mut usize;
+        // SAFETY: every frame is above this walk (which runs below them
+        // all); a slot is written only where it holds the trampoline's
+        // address, which only its hijacked return slot holds.
+        unsafe {
+            if *p == handler {
+                *p = f.orig;
+            }
+        }
+        f.flags |= F_RESTORED | F_FORCED;
+    }
+    t.leave_to(was);
+}
+
 /// At a catch (`__cxa_begin_catch`, called by the catching frame, whose
 /// stack pointer is `sp`): frames below `sp` were unwound and end now;
 /// the frames above survive, so their returns are hijacked again.

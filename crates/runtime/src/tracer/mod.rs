@@ -363,12 +363,12 @@ pub fn stop() {
 }
 
 /// The unwinder entry points the runtime wraps (`unwind.rs`), by index.
-pub fn unwind_names() -> [&'static str; 5] {
+pub fn unwind_names() -> [&'static str; 6] {
     unwind::names()
 }
 
 /// Their wrappers.
-pub fn unwind_wrappers() -> [usize; 5] {
+pub fn unwind_wrappers() -> [usize; 6] {
     unwind::wrappers()
 }
 

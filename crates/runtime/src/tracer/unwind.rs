@@ -7,6 +7,14 @@
 //! `dlsym(RTLD_NEXT)`), so the real one sees the original caller and the
 //! original stack. `__cxa_begin_catch` is wrapped the same way: at a
 //! catch, the surviving frames are hijacked again.
+//!
+//! Some walks start where no wrapper sees them: glibc's thread
+//! cancellation calls `_Unwind_ForcedUnwind` through a pointer it looked up
+//! itself, and `backtrace()` calls `_Unwind_Backtrace` so. Every walk of
+//! libgcc's unwinder looks up frame descriptions with `_Unwind_Find_FDE`,
+//! through libgcc's own PLT: wrapped too, its first call of a walk puts
+//! back every return address still hijacked before the walk reaches it
+//! (`restore_for_walk`).
 
 use std::ffi::c_char;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,16 +22,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::graph;
 
 /// Real functions by wrapper index.
-static REAL: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
-const NAMES: [&[u8]; 5] = [
+static REAL: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
+const NAMES: [&[u8]; 6] = [
     b"_Unwind_RaiseException\0",
     b"_Unwind_Resume_or_Rethrow\0",
     b"_Unwind_ForcedUnwind\0",
     b"pthread_exit\0",
     b"__cxa_begin_catch\0",
+    b"_Unwind_Find_FDE\0",
 ];
 /// The names, as text.
-pub fn names() -> [&'static str; 5] {
+pub fn names() -> [&'static str; 6] {
     NAMES.map(|n| std::str::from_utf8(&n[..n.len() - 1]).expect("ASCII names"))
 }
 
@@ -33,17 +42,19 @@ extern "C" {
     fn _Unwind_ForcedUnwind_fntrace();
     fn pthread_exit_fntrace();
     fn __cxa_begin_catch_fntrace();
+    fn _Unwind_Find_FDE_fntrace();
 }
 
 /// The wrappers, by index: their own addresses (through the hidden
 /// aliases; the exported names may resolve to the real functions).
-pub fn wrappers() -> [usize; 5] {
+pub fn wrappers() -> [usize; 6] {
     [
         _Unwind_RaiseException_fntrace as *const () as usize,
         _Unwind_Resume_or_Rethrow_fntrace as *const () as usize,
         _Unwind_ForcedUnwind_fntrace as *const () as usize,
         pthread_exit_fntrace as *const () as usize,
         __cxa_begin_catch_fntrace as *const () as usize,
+        _Unwind_Find_FDE_fntrace as *const () as usize,
     ]
 }
 
@@ -57,11 +68,13 @@ pub fn set_real(which: usize, addr: usize) {
 const CATCH: usize = 4;
 const FORCED_UNWIND: usize = 2;
 const PTHREAD_EXIT: usize = 3;
+const FIND_FDE: usize = 5;
 
 /// Puts the return addresses back, and gives the real function `which`.
 extern "C" fn prepare_unwind(which: usize, sp: usize) -> usize {
     match which {
         CATCH => graph::catch(sp),
+        FIND_FDE => graph::restore_for_walk(),
         FORCED_UNWIND | PTHREAD_EXIT => graph::restore_all(sp, true),
         _ => graph::restore_all(sp, false),
     }
@@ -155,4 +168,10 @@ tail_wrapper!(
     4,
     prepare_unwind,
     "the frames surviving the catch are hijacked again."
+);
+tail_wrapper!(
+    _Unwind_Find_FDE,
+    5,
+    prepare_unwind,
+    "a walk of the stack that no other wrapper saw begin finds every return address put back."
 );
