@@ -45,6 +45,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::procs::{have, kill_group, run, runtime, text};
+use common::styles::Style;
 use common::{fntrace, programs, Work};
 
 /// How long a compiler, the program or one `fntrace` command may run.
@@ -126,47 +127,6 @@ const FILTERS: Program = Program {
     graph: None,
 };
 
-/// How a program is prepared for tracing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Style {
-    /// gcc `-pg -mfentry -mrecord-mcount`.
-    Fentry,
-    /// gcc `-fpatchable-function-entry=5`.
-    Patchable,
-    /// clang `-fxray-instrument -fxray-instruction-threshold=1`.
-    Xray,
-}
-
-impl Style {
-    fn name(self) -> &'static str {
-        match self {
-            Style::Fentry => "fentry",
-            Style::Patchable => "patchable",
-            Style::Xray => "xray",
-        }
-    }
-
-    /// The compiler to use, the first of those this style accepts that is
-    /// installed.
-    fn compiler(self, cxx: bool) -> Option<&'static str> {
-        let candidates: &[&str] = match (self, cxx) {
-            (Style::Fentry | Style::Patchable, false) => &["gcc"],
-            (Style::Fentry | Style::Patchable, true) => &["g++"],
-            (Style::Xray, false) => &["clang-16", "clang-14"],
-            (Style::Xray, true) => &["clang++-16", "clang++-14"],
-        };
-        candidates.iter().copied().find(|c| have(c))
-    }
-
-    fn flags(self) -> &'static [&'static str] {
-        match self {
-            Style::Fentry => &["-pg", "-mfentry", "-mrecord-mcount"],
-            Style::Patchable => &["-fpatchable-function-entry=5"],
-            Style::Xray => &["-fxray-instrument", "-fxray-instruction-threshold=1"],
-        }
-    }
-}
-
 type Built = Arc<OnceLock<Option<PathBuf>>>;
 
 /// Builds `program` in `style` (once per test binary run); `None`, with a
@@ -181,28 +141,12 @@ fn build(program: &Program, style: Style) -> Option<PathBuf> {
         .or_default()
         .clone();
     cell.get_or_init(|| {
-        let Some(compiler) = style.compiler(program.cxx) else {
-            eprintln!(
-                "skipped: {} in style {}: no compiler for it (CI installs gcc, g++, clang-14, clang-16)",
-                program.name,
-                style.name()
-            );
-            return None;
-        };
         let work = Work::new(&format!("e2e-build-{}-{}", program.name, style.name()));
         let ext = if program.cxx { "cc" } else { "c" };
         let source = programs().join(format!("e2e/{}.{ext}", program.name));
-        let exe = work.path(program.name);
-        let mut cmd = Command::new(compiler);
-        cmd.args(["-O0", "-fno-omit-frame-pointer"])
-            .args(style.flags())
-            .arg(&source)
-            .arg("-o")
-            .arg(&exe)
-            .args(program.libs);
-        let out = run(&mut cmd, DEADLINE);
-        assert!(out.status.success(), "{cmd:?} failed:\n{}", text(&out.stderr));
-        Some(exe)
+        let mut args = vec!["-O0", "-fno-omit-frame-pointer"];
+        args.extend(program.libs);
+        style.build(&source, &work.path(program.name), program.cxx, &args)
     })
     .clone()
 }

@@ -7,6 +7,7 @@ pub mod attach;
 pub mod check;
 pub mod procs;
 pub mod scenarios;
+pub mod styles;
 pub mod tracedata;
 pub mod truth;
 
