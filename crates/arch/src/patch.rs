@@ -21,6 +21,19 @@ pub enum Shape {
     /// NOPs). Off: return, with a second return where the call ends. On: a
     /// call at the start, then that second return.
     ReturnSled,
+    /// A run of one-byte NOPs (gcc's `-fpatchable-function-entry`) in a
+    /// process whose threads may be anywhere in it: no instruction boundary
+    /// of the run may move. On: a call at the end of the run whose four
+    /// displacement bytes are each a one-byte instruction that changes
+    /// nothing a function's entry needs, so that a thread resuming at any
+    /// byte of the run still runs whole instructions. Off: the same run with
+    /// a one-byte NOP where the call's opcode is. The call's target is fixed
+    /// by the displacement: `disp` bytes after the run, where a *mirror* of
+    /// the code jumps on to the real trampoline.
+    Punned {
+        /// The call's displacement.
+        disp: i32,
+    },
 }
 
 /// A site's bytes, without allocation (100,000 sites are patched at once):

@@ -190,6 +190,7 @@ impl Isa for X86_64 {
 }
 
 mod encode;
+pub use encode::{pun_displacements, PUN_BYTES};
 mod plan;
 mod quick;
 

@@ -24,6 +24,7 @@ mod file;
 mod gothook;
 mod index;
 mod loader;
+mod mirror;
 mod modules;
 mod ops;
 mod originals;
@@ -101,11 +102,12 @@ fn setup() -> std::result::Result<(), String> {
     if std::env::var_os("FNTRACE_VERBOSE").is_some() {
         let s = &state.stats;
         eprintln!(
-            "fntrace: {} module(s), {} sites, {} converted, {} already canonical, skipped {:?}, sync {}",
+            "fntrace: {} module(s), {} sites, {} converted, {} already canonical, {} punned, skipped {:?}, sync {}",
             s.modules,
             s.sites,
             s.converted,
             s.canonical,
+            s.punned,
             s.skipped,
             sync.as_str()
         );

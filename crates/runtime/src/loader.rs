@@ -2,12 +2,20 @@
 //! discover its sites from its file, check them against memory, turn every
 //! one into the canonical NOP of its length, and hand the module to the core
 //! so that the filters in force apply to it.
+//!
+//! While other threads may run the module's code (an attach, a `dlopen` in
+//! a multi-threaded process), a site that is a run of gcc's one-byte NOPs
+//! is not made one NOP: a thread may be stopped, or interrupted by a
+//! signal, between two of them, and would resume inside the new
+//! instruction. Such a site is *punned* instead (`mirror.rs`): no byte of
+//! it ever stops being an instruction boundary.
 
 use fntrace_arch::{Code, Shape};
 use fntrace_core::{Module, Role, SiteRecord};
 use fntrace_sites::SiteKind;
 
 use crate::file::ModuleFile;
+use crate::mirror::Mirror;
 use crate::modules::{self, Loaded};
 use crate::state::{FunctionRecord, ModState, Site, State};
 use crate::text::{self, Poke};
@@ -95,8 +103,14 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     if binary.sites.is_empty() {
         return;
     }
+    let mirror = if live {
+        mirror_for(&loaded, &binary.sites)
+    } else {
+        None
+    };
     let fid_base = state.functions.len() as u32;
-    let (sites, records, originals) = convert(state, &loaded, binary.sites, fid_base, live);
+    let disp = mirror.as_ref().map(|m| m.disp);
+    let (sites, records, originals) = convert(state, &loaded, binary.sites, fid_base, live, disp);
     if sites.is_empty() {
         return;
     }
@@ -125,7 +139,7 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     } else {
         state.functions.extend(records_of_functions);
     }
-    let module = ModState::new(loaded, sites, fid_base, originals);
+    let module = ModState::new(loaded, sites, fid_base, originals, mirror);
     let (id, changes) = state
         .core
         .add_module(Module::new(module.loaded.name(), names, records));
@@ -140,14 +154,40 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     }
 }
 
+/// Whether a site is a run of one-byte NOPs (gcc's patchable entries):
+/// several instructions, which a live conversion must not merge.
+fn one_byte_nops(site: &fntrace_sites::Site) -> bool {
+    let bytes = &site.bytes[(site.prefix as usize).min(site.bytes.len())..];
+    site.kind == SiteKind::Patchable && bytes.len() > 1 && bytes.iter().all(|&b| b == 0x90)
+}
+
+/// The mirror of the module's runs of one-byte NOPs, taken in live; `None`
+/// if it has none, or there is no room for one (those sites are then left
+/// alone, and counted).
+fn mirror_for(loaded: &Loaded, found: &[fntrace_sites::Site]) -> Option<Mirror> {
+    let mut rets: Vec<usize> = found
+        .iter()
+        .filter(|s| one_byte_nops(s))
+        .map(|s| loaded.bias.wrapping_add(s.address as usize + s.bytes.len()))
+        .collect();
+    rets.sort_unstable();
+    rets.dedup();
+    if rets.is_empty() {
+        return None;
+    }
+    Mirror::map(rets).ok()
+}
+
 /// Checks every discovered site against memory and turns it into the
-/// canonical NOP of its length; returns the sites kept and their records.
+/// canonical NOP of its length (its punned form with `disp`, for a run of
+/// one-byte NOPs taken in live); returns the sites kept and their records.
 fn convert(
     state: &mut State,
     loaded: &Loaded,
     found: Vec<fntrace_sites::Site>,
     fid_base: u32,
     live: bool,
+    disp: Option<i32>,
 ) -> (Vec<Site>, Vec<SiteRecord>, Vec<(usize, Code)>) {
     state.stats.sites += found.len();
     // The compiler's bytes are kept for a detach (`originals.rs`): only a
@@ -168,7 +208,19 @@ fn convert(
     let mut records: Vec<SiteRecord> = found
         .into_iter()
         .filter_map(|found| {
-            let (site, record, poke) = check(state, loaded, &found, fid_base, &mut segment)?;
+            let shape = match (live && one_byte_nops(&found), disp) {
+                (false, _) => shape_of(found.kind).0,
+                (true, Some(disp)) => Shape::Punned { disp },
+                (true, None) => {
+                    skip(
+                        state,
+                        "one-byte NOPs in a running program, and no room for their mirror",
+                    );
+                    return None;
+                }
+            };
+            let (site, record, poke) = check(state, loaded, &found, shape, fid_base, &mut segment)?;
+            state.stats.punned += usize::from(matches!(shape, Shape::Punned { .. }));
             if poke.old == poke.new {
                 canonical += 1;
             } else if keep_originals {
@@ -200,10 +252,11 @@ fn check(
     state: &mut State,
     loaded: &Loaded,
     site: &fntrace_sites::Site,
+    shape: Shape,
     fid_base: u32,
     segment: &mut usize,
 ) -> Option<(Site, SiteRecord, Poke)> {
-    let (shape, role) = shape_of(site.kind);
+    let role = shape_of(site.kind).1;
     let prefix = site.prefix as usize;
     let addr = loaded.bias.wrapping_add(site.address as usize + prefix);
     let bytes = &site.bytes[prefix.min(site.bytes.len())..];

@@ -11,6 +11,7 @@ use fntrace_sites::SiteKind;
 
 use crate::error::{Error, Result};
 use crate::index::{self, SiteWords};
+use crate::mirror::Mirror;
 use crate::modules::Loaded;
 use crate::ops::{RawOps, FL_IPMODIFY, FL_SAVE_REGS, LIST_OPS};
 use crate::pool::Pool;
@@ -68,6 +69,8 @@ pub struct ModState {
     /// Per-site slots of the tracer's fast path, by site index (kept; 0:
     /// none yet; empty until the first).
     site_slots: Vec<usize>,
+    /// The mirror of its punned sites (`mirror.rs`), if any.
+    mirror: Option<Mirror>,
 }
 
 /// What a shared slot is for: the ops (its address) and the routine.
@@ -75,7 +78,13 @@ type SlotKey = (usize, Variant);
 
 impl ModState {
     /// A module with no pool yet.
-    pub fn new(loaded: Loaded, sites: Vec<Site>, fid_base: u32, originals: Vec<(usize, Code)>) -> ModState {
+    pub fn new(
+        loaded: Loaded,
+        sites: Vec<Site>,
+        fid_base: u32,
+        originals: Vec<(usize, Code)>,
+        mirror: Option<Mirror>,
+    ) -> ModState {
         let words = SiteWords::leak(sites.iter().map(|s| s.fid).collect());
         ModState {
             loaded,
@@ -86,6 +95,20 @@ impl ModState {
             pools: Vec::new(),
             slots: Vec::new(),
             site_slots: Vec::new(),
+            mirror,
+        }
+    }
+
+    /// Where the call of `site` goes for trampoline `slot`: the slot, or
+    /// for a punned site its mirror slot, which is made to jump on to it.
+    fn call_target(&self, site: &Site, slot: usize) -> Result<usize, String> {
+        let Shape::Punned { .. } = site.shape else {
+            return Ok(slot);
+        };
+        let ret = site.addr + site.cur.len();
+        match &self.mirror {
+            Some(m) if m.set(ret, slot) => Ok(m.slot_of(ret)),
+            _ => Err(format!("site {:#x}: no mirror slot", site.addr)),
         }
     }
 }
@@ -146,6 +169,9 @@ pub struct Stats {
     pub converted: usize,
     /// Sites that already were the canonical NOP.
     pub canonical: usize,
+    /// Runs of one-byte NOPs taken in while threads ran: punned, not
+    /// merged into one NOP (`mirror.rs`).
+    pub punned: usize,
     /// Sites left alone, by reason.
     pub skipped: BTreeMap<String, usize>,
     /// Patch batches applied.
@@ -300,6 +326,7 @@ impl State {
             };
             let len = site.cur.len();
             let addr = site.addr as u64;
+            let target = target.and_then(|t| t.map(|slot| module.call_target(&site, slot)).transpose());
             let added = target.and_then(|t| {
                 let new = match t {
                     None => patcher.make_nop(site.shape, len),

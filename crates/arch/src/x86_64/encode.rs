@@ -72,6 +72,27 @@ fn return_sled(len: usize) -> u128 {
         | NOP_WORDS[len - CALL_LEN - 1] << (8 * (CALL_LEN + 1))
 }
 
+/// `len` one-byte NOPs, as the word of a [`Code`].
+fn ones(len: usize) -> u128 {
+    (0..len).fold(0, |w, i| w | 0x90 << (8 * i))
+}
+
+/// The one-byte instructions a punned call's displacement is made of:
+/// `nop`, and `clc`, `stc`, `cmc`, `cld`, `sahf`, which change only flags,
+/// dead at a function's entry (the ABI has DF clear there already).
+pub const PUN_BYTES: [u8; 6] = [0x90, 0xf8, 0xf9, 0xf5, 0xfc, 0x9e];
+
+/// The displacements of a punned call ([`Shape::Punned`]), every byte one
+/// of [`PUN_BYTES`]: all negative, from about -1.8 GiB to -48 MiB. The
+/// first is `90 90 90 90`: with it the run's off form is the run itself,
+/// and switching writes one byte.
+pub fn pun_displacements() -> impl Iterator<Item = i32> {
+    (0..PUN_BYTES.len().pow(4)).map(|n| {
+        let digit = |k: u32| PUN_BYTES[n / PUN_BYTES.len().pow(k) % PUN_BYTES.len()];
+        i32::from_le_bytes([digit(0), digit(1), digit(2), digit(3)])
+    })
+}
+
 /// `call rel32` with displacement `disp`, as the word of its 5 bytes.
 fn call_word(disp: i32) -> u128 {
     CALL as u128 | (disp as u32 as u128) << 8
@@ -93,6 +114,9 @@ impl BreakpointPatcher for X86_64 {
         let word = match shape {
             Shape::Inline if (1..=MAX_SITE_LEN).contains(&len) => NOP_WORDS[len],
             Shape::ReturnSled if (CALL_LEN + 1..=MAX_SITE_LEN).contains(&len) => return_sled(len),
+            Shape::Punned { disp } if (CALL_LEN..=MAX_SITE_LEN).contains(&len) => {
+                ones(len) & !(0xffff_ffff << (8 * (len - 4))) | (disp as u32 as u128) << (8 * (len - 4))
+            }
             _ => return Err(PatchError::Length(len)),
         };
         Ok(Code::from_word(word, len))
@@ -101,7 +125,7 @@ impl BreakpointPatcher for X86_64 {
     fn call_fits(&self, shape: Shape, len: usize) -> bool {
         len <= MAX_SITE_LEN
             && match shape {
-                Shape::Inline => len >= CALL_LEN,
+                Shape::Inline | Shape::Punned { .. } => len >= CALL_LEN,
                 Shape::ReturnSled => len > CALL_LEN,
             }
     }
@@ -111,19 +135,24 @@ impl BreakpointPatcher for X86_64 {
             return Err(PatchError::Length(len));
         }
         // Inline: a NOP, then the call; a sled: the call where the first
-        // `ret` and its NOP were.
+        // `ret` and its NOP were; a punned run: one-byte NOPs, then the
+        // call, whose displacement is the run's own.
         let (at, rest) = match shape {
             Shape::Inline => (len - CALL_LEN, NOP_WORDS[len - CALL_LEN]),
             Shape::ReturnSled => (0, return_sled(len) >> (8 * CALL_LEN) << (8 * CALL_LEN)),
+            Shape::Punned { .. } => (len - CALL_LEN, ones(len - CALL_LEN)),
         };
         let from = addr + at as u64;
         let disp = rel32(from, CALL_LEN, target).ok_or(PatchError::Reach { from, to: target })?;
+        if matches!(shape, Shape::Punned { disp: own } if own != disp) {
+            return Err(PatchError::Reach { from, to: target });
+        }
         Ok(Code::from_word(rest | call_word(disp) << (8 * at), len))
     }
 
     fn return_address(&self, shape: Shape, addr: u64, len: usize) -> u64 {
         match shape {
-            Shape::Inline => addr + len as u64,
+            Shape::Inline | Shape::Punned { .. } => addr + len as u64,
             Shape::ReturnSled => addr + CALL_LEN as u64,
         }
     }
@@ -134,7 +163,7 @@ impl BreakpointPatcher for X86_64 {
                 target,
                 ret: self.return_address(shape, addr, len),
             },
-            (Shape::Inline, None) => Resume::At(addr + len as u64),
+            (Shape::Inline | Shape::Punned { .. }, None) => Resume::At(addr + len as u64),
             (Shape::ReturnSled, None) => Resume::Return,
         }
     }

@@ -117,3 +117,68 @@ fn slot_loads_its_data_word_and_jumps_through_its_target_word() {
     assert_eq!(insns[1].memory_displacement64(), slot + layout.target as u64);
     assert!(insns[2..].iter().all(|i| i.mnemonic() == Mnemonic::Int3));
 }
+
+#[test]
+fn punned_runs_keep_every_byte_an_instruction_boundary() {
+    // A thread stopped anywhere in gcc's run of one-byte NOPs resumes at
+    // that byte: in the off and the on form alike, decoding from every
+    // byte must give whole instructions that end exactly at the run's end,
+    // and that do nothing but the call (or change flags only).
+    let harmless = [
+        Mnemonic::Nop,
+        Mnemonic::Clc,
+        Mnemonic::Stc,
+        Mnemonic::Cmc,
+        Mnemonic::Cld,
+        Mnemonic::Sahf,
+    ];
+    let displacements: Vec<i32> = super::pun_displacements().collect();
+    assert_eq!(displacements.len(), 6usize.pow(4));
+    assert_eq!(displacements[0], i32::from_le_bytes([0x90; 4]));
+    let mut sorted = displacements.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), displacements.len(), "distinct");
+    assert!(displacements.iter().all(|&d| d < -(48 << 20)));
+    for &disp in displacements.iter().step_by(97).chain([displacements[0]].iter()) {
+        for len in 5..=15 {
+            let addr = 0x5555_0000_1000u64;
+            let shape = Shape::Punned { disp };
+            let mirror = (addr + len as u64).wrapping_add(disp as i64 as u64);
+            let off = X86_64.make_nop(shape, len).unwrap();
+            let on = X86_64.make_call(shape, addr, len, mirror).unwrap();
+            assert_eq!(off.as_slice()[len - 5], 0x90);
+            // Off and on differ in the call's opcode only.
+            let differ: Vec<usize> = (0..len)
+                .filter(|&i| off.as_slice()[i] != on.as_slice()[i])
+                .collect();
+            assert_eq!(differ, [len - 5], "{disp:#x} {len}: {off:?} {on:?}");
+            for code in [off, on] {
+                for k in 0..len {
+                    let insns = decode_all(&code.as_slice()[k..], addr + k as u64);
+                    let end = insns.last().map_or(0, |i| i.next_ip());
+                    assert_eq!(end, addr + len as u64, "{code:?} from byte {k}");
+                    for i in &insns {
+                        let call_to_mirror = i.mnemonic() == Mnemonic::Call && i.near_branch64() == mirror;
+                        assert!(
+                            harmless.contains(&i.mnemonic()) && i.len() == 1 || call_to_mirror,
+                            "{code:?} from byte {k}: {i}"
+                        );
+                    }
+                }
+            }
+            assert_eq!(
+                X86_64.make_call(shape, addr, len, mirror + 16),
+                Err(PatchError::Reach {
+                    from: addr + len as u64 - 5,
+                    to: mirror + 16
+                })
+            );
+            assert_eq!(X86_64.return_address(shape, addr, len), addr + len as u64);
+            assert_eq!(
+                X86_64.resume(shape, addr, len, None),
+                Resume::At(addr + len as u64)
+            );
+        }
+    }
+}
