@@ -112,7 +112,13 @@ pub fn code(pid: i32, name: &str) -> Vec<(String, Vec<u8>)> {
 /// Asserts that the program's and the library's code in `pid` is that of
 /// the fresh process `fresh`.
 pub fn assert_same_code(pid: i32, fresh: i32, when: &str) {
-    for name in ["/work", "/libattachlib.so"] {
+    assert_code_equal(pid, fresh, &["/work", "/libattachlib.so"], when);
+}
+
+/// Asserts that the code of the files whose names end with `names` in
+/// `pid` is that of the fresh process `fresh`.
+pub fn assert_code_equal(pid: i32, fresh: i32, names: &[&str], when: &str) {
+    for &name in names {
         let (a, b) = (code(pid, name), code(fresh, name));
         let differ = a
             .iter()
