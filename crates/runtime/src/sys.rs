@@ -240,15 +240,6 @@ pub fn map_anon(size: usize) -> Option<*mut u8> {
     (p != libc::MAP_FAILED).then_some(p as *mut u8)
 }
 
-/// Unmaps memory made by [`map_anon`].
-///
-/// # Safety
-/// Nothing may use the memory any more.
-pub unsafe fn unmap(p: *mut u8, size: usize) {
-    // SAFETY: the caller gives back a whole mapping of ours.
-    unsafe { libc::munmap(p as *mut libc::c_void, size) };
-}
-
 /// The calling thread's id.
 pub fn gettid() -> u32 {
     // SAFETY: gettid takes no arguments and cannot fail.

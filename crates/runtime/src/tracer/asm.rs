@@ -142,33 +142,33 @@ fntrace_tls_thread:
     // was one a handler had published.
 
     // rcx = this thread's state, \cur = its cursor, \wptr = where its next
-    // event goes; to `fail` unless the fast paths may run and the chunk
-    // has room (`fend` is 0 while they may not).
-    .macro FNTRACE_CURSOR fail, cur, wptr
+    // event goes (the cursor's low 32 bits count words from the state);
+    // to `fail` unless the fast paths may run and the chunk has room
+    // (`fend` is 0 while they may not). \cur32 and \wptr32 name the low
+    // halves of \cur and \wptr.
+    .macro FNTRACE_CURSOR fail, cur, cur32, wptr, wptr32
     mov rcx, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]
     mov rcx, qword ptr fs:[rcx]
     test rcx, rcx
     jz \fail
     mov \cur, [rcx + {cursor}]
-    mov \wptr, \cur
-    shl \wptr, 32
-    shr \wptr, 29
-    add \wptr, [rcx + {data}]
+    mov \wptr32, \cur32
+    lea \wptr, [rcx + \wptr * 8]
     cmp \wptr, [rcx + {fend}]
     jae \fail
     .endm
 
-    // \frame = the cursor's depth; then \frame = the frame at that depth
-    // (the top one is 64 bytes below; the sentinel below the first has a
-    // slot above any stack).
+    // \frame = the cursor's depth, in bytes of frames; then \frame = the
+    // frame at that depth (the top one is 64 bytes below; the sentinel
+    // below the first has a slot above any stack). The frames are at a
+    // fixed offset from the thread's state.
     .macro FNTRACE_DEPTH frame, cur
     mov \frame, \cur
     shr \frame, {depth_shift}
     and \frame, {depth_mask}
     .endm
     .macro FNTRACE_FRAME frame
-    shl \frame, 6
-    add \frame, [rcx + {frames}]
+    lea \frame, [rcx + \frame + {frames_off}]
     .endm
 
     // rax = ticks since the thread's base, plus one (no event word is 0),
@@ -228,9 +228,9 @@ fntrace_tls_thread:
     mov r8, \slot
     .endif
 1:
-    FNTRACE_CURSOR 8f, rdi, r9
+    FNTRACE_CURSOR 8f, rdi, edi, r9, r9d
     FNTRACE_DEPTH rsi, rdi
-    cmp rsi, {shadow}
+    cmp rsi, {shadow_bytes}
     jae 8f
     FNTRACE_FRAME rsi
     // The frame below (the sentinel if none) must be an outer call: a slot
@@ -293,7 +293,7 @@ fntrace_tls_thread:
     push r8
     push r9
 1:
-    FNTRACE_CURSOR 8f, rdi, rsi
+    FNTRACE_CURSOR 8f, rdi, edi, rsi, esi
     FNTRACE_DELTA 8f
     mov r8, rax
     or r8, r11
@@ -345,7 +345,7 @@ fntrace_fast_exit:
     mov r8, rax
     mov r10, rdx
 1:
-    FNTRACE_CURSOR 8f, r9, rdi
+    FNTRACE_CURSOR 8f, r9, r9d, rdi, edi
     FNTRACE_DEPTH rsi, r9
     FNTRACE_FRAME rsi
     lea rdx, [rsp + 8]
@@ -387,7 +387,7 @@ fntrace_return_to_handler:
     mov r8, rax
     mov r11, rdx
 1:
-    FNTRACE_CURSOR 8f, r9, rdi
+    FNTRACE_CURSOR 8f, r9, r9d, rdi, edi
     FNTRACE_DEPTH rsi, r9
     FNTRACE_FRAME rsi
     // The top frame (the sentinel if none) must be this return's.
@@ -480,11 +480,10 @@ fntrace_return_slow:
     step_payload = sym STEP_PAYLOAD,
     depth_shift = const super::thread::DEPTH_SHIFT,
     depth_mask = const super::thread::DEPTH_MASK,
-    data = const off::DATA,
     cursor = const off::CURSOR,
-    frames = const off::FRAMES,
     base = const off::BASE,
-    shadow = const SHADOW,
+    shadow_bytes = const SHADOW * 64,
+    frames_off = const super::thread::FRAMES_OFF,
     fallback_ops = sym FALLBACK_OPS,
     fallback_entry = sym FALLBACK_ENTRY,
     fallback_mcount = sym FALLBACK_MCOUNT,

@@ -117,33 +117,37 @@ pub mod off {
     pub const CURSOR: usize = offset_of!(Thread, cursor);
     /// `base`.
     pub const BASE: usize = offset_of!(Thread, base);
-    /// `data`.
-    pub const DATA: usize = offset_of!(Thread, data);
-    /// `frames`.
-    pub const FRAMES: usize = offset_of!(Thread, frames);
     /// `fend`.
     pub const FEND: usize = offset_of!(Thread, fend);
 }
 
-/// The cursor: bits 0–31 the write pointer, in words from `data` (0: no
-/// chunk taken); bits 32–44 the depth; bits 45–63 a count of commits,
-/// bumped by every one, so that a signal handler that recorded nothing
-/// (its events dropped) and left the depth as it was still changes the
-/// word, and the code it interrupted still sees it changed.
+/// The cursor: bits 0–31 the write pointer, in words from the thread's
+/// head (0: no chunk taken); bits 32–50 the depth, in bytes of frames
+/// (depth × 64); bits 51–63 a count of commits, bumped by every one, so
+/// that a signal handler that recorded nothing (its events dropped) and
+/// left the depth as it was still changes the word, and the code it
+/// interrupted sees it changed.
 pub const DEPTH_SHIFT: u32 = 32;
-/// The depth's bits, once shifted down.
-pub const DEPTH_MASK: u64 = (1 << 13) - 1;
+/// The depth's bits (in bytes), once shifted down.
+pub const DEPTH_MASK: u64 = (1 << 19) - 1;
 /// Where the commit count starts.
-pub const COUNT_SHIFT: u32 = 45;
-const _: () = assert!((SHADOW as u64) < DEPTH_MASK && DEPTH_MASK << DEPTH_SHIFT < 1 << COUNT_SHIFT);
+pub const COUNT_SHIFT: u32 = 51;
+const FRAME: u64 = std::mem::size_of::<Frame>() as u64;
+const _: () = assert!((SHADOW as u64) * FRAME < DEPTH_MASK && DEPTH_MASK << DEPTH_SHIFT < 1 << COUNT_SHIFT);
 /// The cursor step of an event word and a frame pushed.
-pub const STEP_PUSH: u64 = 1 + (1 << DEPTH_SHIFT) + (1 << COUNT_SHIFT);
+pub const STEP_PUSH: u64 = 1 + (FRAME << DEPTH_SHIFT) + (1 << COUNT_SHIFT);
 /// The cursor step of an event word and a frame popped.
-pub const STEP_POP: u64 = (1 + (1 << COUNT_SHIFT)) - (1 << DEPTH_SHIFT);
+pub const STEP_POP: u64 = (1 + (1 << COUNT_SHIFT)) - (FRAME << DEPTH_SHIFT);
 /// The cursor step of an event word and its payload.
 pub const STEP_PAYLOAD: u64 = 2 + (1 << COUNT_SHIFT);
 /// The largest per-thread mapping the cursor's word offset can address.
 pub const MAX_DATA: usize = (u32::MAX as usize) * 8;
+/// Where the sentinel frame is, from the thread's head.
+pub const HEAD: usize = std::mem::size_of::<Thread>().next_multiple_of(4096);
+/// Where the frames are, from the thread's head.
+pub const FRAMES_OFF: usize = HEAD + FRAME as usize;
+/// Where the chunks are, from the thread's head.
+pub const CHUNKS_OFF: usize = (FRAMES_OFF + SHADOW * FRAME as usize + PARKED * 16).next_multiple_of(4096);
 
 /// A traced thread. The first fields are read and written by the fast
 /// paths in assembly (`asm.rs`) at fixed offsets (see `off`).
@@ -357,7 +361,7 @@ impl Thread {
     /// Frames in use.
     #[inline]
     pub fn depth(&self) -> usize {
-        ((self.cursor.load(Ordering::Relaxed) >> DEPTH_SHIFT) & DEPTH_MASK) as usize
+        (((self.cursor.load(Ordering::Relaxed) >> DEPTH_SHIFT) & DEPTH_MASK) / FRAME) as usize
     }
 
     /// Where the next event word goes (0 while no chunk is taken).
@@ -379,8 +383,10 @@ impl Thread {
             (wptr - self.data as usize) as u64 / 8
         };
         let count = (old >> COUNT_SHIFT).wrapping_add(1) << COUNT_SHIFT;
-        self.cursor
-            .store(count | (depth as u64) << DEPTH_SHIFT | words, Ordering::Release);
+        self.cursor.store(
+            count | (depth as u64 * FRAME) << DEPTH_SHIFT | words,
+            Ordering::Release,
+        );
     }
 
     /// Pushes a frame: written first, then published.
@@ -595,30 +601,23 @@ impl Thread {
 /// Makes this thread's state and registers it.
 fn create() -> Option<*mut Thread> {
     let _errno = sys::ErrnoGuard::new();
-    let page = sys::page_size();
     let chunk_bytes = CHUNK_BYTES.load(Ordering::Relaxed) as usize;
-    let head = std::mem::size_of::<Thread>().next_multiple_of(page);
-    // One frame more than SHADOW: the first is a sentinel whose slot is
-    // above any stack, so the fast paths need no empty-stack test.
-    let frames = ((SHADOW + 1) * std::mem::size_of::<Frame>() + PARKED * 16).next_multiple_of(page);
-    let data_len = NCHUNKS
+    // One mapping: the head, the frames (one more than SHADOW: the first
+    // is a sentinel whose slot is above any stack, so the fast paths need
+    // no empty-stack test) and parked pairs, then the chunks — at fixed
+    // offsets from the head, which the fast paths address from it.
+    let len = NCHUNKS
         .checked_mul(chunk_bytes)
-        .and_then(|b| b.checked_add(frames))
+        .and_then(|b| b.checked_add(CHUNKS_OFF))
         .filter(|&len| len <= MAX_DATA);
-    let mapped = data_len.and_then(|len| Some((sys::map_anon(head)?, len)));
-    let data = mapped.and_then(|(_, len)| sys::map_anon(len));
-    let (Some((head_mem, data_len)), Some(data)) = (mapped, data) else {
-        if let Some((head_mem, _)) = mapped {
-            // SAFETY: just mapped, unused.
-            unsafe { sys::unmap(head_mem, head) };
-        }
+    let Some((base, len)) = len.and_then(|len| Some((sys::map_anon(len)?, len))) else {
         static SAID: AtomicBool = AtomicBool::new(false);
         if !SAID.swap(true, Ordering::Relaxed) {
             sys::write_stderr(b"fntrace: cannot map a thread's trace buffers (--buffer-size too large?); threads without them are not traced\n");
         }
         return None;
     };
-    let head_mem = head_mem as *mut Thread;
+    let head_mem = base as *mut Thread;
     let chunks = std::array::from_fn(|i| Chunk {
         state: AtomicU32::new(FREE),
         len: AtomicU32::new(0),
@@ -626,16 +625,16 @@ fn create() -> Option<*mut Thread> {
         lost: AtomicU32::new(0),
         flags: AtomicU32::new(0),
         start: AtomicU64::new(0),
-        // SAFETY: inside the data mapping.
-        data: unsafe { data.add(frames + i * chunk_bytes) } as *mut u64,
+        // SAFETY: inside the mapping.
+        data: unsafe { base.add(CHUNKS_OFF + i * chunk_bytes) } as *mut u64,
     });
-    // SAFETY: the mapping starts with SHADOW + 1 frames, zeroed.
-    let frames_ptr = unsafe {
-        (*(data as *mut Frame)).slot = usize::MAX;
-        (data as *mut Frame).add(1)
+    // SAFETY: the sentinel frame, then SHADOW frames, zeroed, inside the
+    // mapping; the parked pairs follow the frames.
+    let (frames_ptr, parked) = unsafe {
+        (*(base.add(HEAD) as *mut Frame)).slot = usize::MAX;
+        let frames = base.add(FRAMES_OFF) as *mut Frame;
+        (frames, frames.add(SHADOW) as *mut [usize; 2])
     };
-    // SAFETY: the parked pairs follow the frames, inside the same pages.
-    let parked = unsafe { frames_ptr.add(SHADOW) } as *mut [usize; 2];
     let now = super::clock::now();
     // The generation before the settings: settings newer than the
     // generation read are taken again at the next slow entry, never the
@@ -672,10 +671,11 @@ fn create() -> Option<*mut Thread> {
         next: std::ptr::null_mut(),
         parked,
         parked_count: 0,
-        data,
-        data_len,
+        data: base,
+        data_len: len,
     };
-    // SAFETY: `head_mem` is a fresh mapping large enough for a Thread.
+    // SAFETY: `head_mem` is the start of a fresh mapping with room for a
+    // Thread before the frames.
     unsafe { head_mem.write(t) };
     let mut head_ptr = THREADS.load(Ordering::Acquire);
     loop {
