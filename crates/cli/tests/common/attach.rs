@@ -148,12 +148,16 @@ pub struct Attach {
 
 impl Attach {
     /// Starts `fntrace attach PID -o DIR ARGS` and waits until it records.
+    /// The buffers are 64 MiB a thread: the workloads' checks want every
+    /// event, on a machine busy enough to keep the writer from running for
+    /// a second.
     pub fn start(pid: i32, dir: &Path, args: &[&str]) -> Attach {
         let mut child = fntrace()
             .arg("attach")
             .arg(pid.to_string())
             .arg("-o")
             .arg(dir)
+            .args(["--buffer-size", "64M"])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
