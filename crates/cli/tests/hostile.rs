@@ -170,11 +170,12 @@ fn check_storm(what: &str, traced: &Output, dir: &Path, iterations: u64) {
 }
 
 /// A signal storm whose handler calls traced code: an interval timer every
-/// 100 us, and another thread sending signals as fast as it can.
+/// 100 us, and another thread sending signals as fast as it can; in XRay
+/// builds too (the exit sleds' fast path), and with the `function` tracer.
 #[test]
 fn signal_handlers_calling_traced_code() {
     let work = Work::new("hostile-signals");
-    for style in Style::ENTRY_STYLES {
+    for style in Style::ENTRY_STYLES.into_iter().chain([Style::Xray]) {
         let Some(exe) = build(&work, "signals.c", style, &["-pthread"]) else {
             continue;
         };
@@ -187,6 +188,26 @@ fn signal_handlers_calling_traced_code() {
                 check_storm(&what, &traced, &dir, 20_000);
             }
         }
+        let alone = untraced(&exe, &["timer"]);
+        let what = format!("{} function tracer", style.name());
+        let (traced, dir) = record(
+            &work,
+            "function",
+            &["--tracer", "function", "--buffer-size", "64M"],
+            &exe,
+            &["timer"],
+        );
+        same_behaviour(&what, &traced, &alone);
+        let handled = number_after(&text(&traced.stderr), "handled ");
+        let t = Tally::of(&dir);
+        assert!(t.damage.is_empty() && t.lost == 0, "{what}: {t:?}");
+        assert_eq!(t.calls("rec"), 20_000 * 101, "{what}: rec");
+        assert_eq!(t.calls("hleaf"), t.calls("on_signal"), "{what}: handler and leaf");
+        assert_eq!(
+            t.calls("on_signal") + t.untraced / 2,
+            handled,
+            "{what}: handler calls"
+        );
         // About a second of storm, into the flight recorder.
         let long = ["timer", "300000"];
         let alone = untraced(&exe, &long);

@@ -64,7 +64,7 @@ pub unsafe extern "C" fn graph_exit(
     _: *mut Regs,
     slot: *mut usize,
 ) {
-    let Some(t) = thread::enter() else { return };
+    let Some(t) = thread::enter_exit() else { return };
     let now = clock::now();
     let fid = fids::of_ip(ip);
     let slot = slot as usize;

@@ -244,11 +244,21 @@ pub fn current_raw() -> *mut Thread {
     super::asm::tls_get() as *mut Thread
 }
 
-/// Enters the tracer's generic path on this thread: its state (made on
-/// first use), marked busy, or `None` if the thread is already inside the
-/// tracer (a signal handler interrupted it: the call is counted as not
-/// traced), has ended, or tracing has finished.
+/// Enters the tracer's generic path on this thread at a call's entry: its
+/// state (made on first use), marked busy, or `None` if the thread is
+/// already inside the tracer (a signal handler interrupted it: the call is
+/// counted as not traced), has ended, or tracing has finished.
 pub fn enter() -> Option<&'static mut Thread> {
+    enter_at(true)
+}
+
+/// [`enter`] at an exit site: a call found inside the tracer is not counted
+/// again (its entry was, or was traced before the tracer was entered).
+pub fn enter_exit() -> Option<&'static mut Thread> {
+    enter_at(false)
+}
+
+fn enter_at(entry: bool) -> Option<&'static mut Thread> {
     let mut p = current_raw();
     if p.is_null() {
         if FINISHED.load(Ordering::Relaxed) {
@@ -261,7 +271,7 @@ pub fn enter() -> Option<&'static mut Thread> {
     // signal handler from using it while we do.
     let t = unsafe { &mut *p };
     if t.busy != 0 && !t.reclaim() {
-        t.untraced.fetch_add(1, Ordering::Relaxed);
+        t.untraced.fetch_add(u64::from(entry), Ordering::Relaxed);
         return None;
     }
     if t.dead.load(Ordering::Relaxed) {
