@@ -6,6 +6,7 @@
 //! - [`chunk`]: the 32-byte chunk header;
 //! - [`write`](mod@write): whole chunks built in memory (tools and tests);
 //! - [`layout`]: file and directory names of `fntrace.data/`;
+//! - [`limits`]: how large a thread's buffer may be;
 //! - [`meta`]: `info.json`, `process.json` (with the [`Clock`]),
 //!   `functions.tsv` and `profile.tsv` lines.
 //!
@@ -23,6 +24,7 @@ pub mod calls;
 pub mod chunk;
 pub mod event;
 pub mod layout;
+pub mod limits;
 pub mod meta;
 pub mod read;
 pub mod write;
