@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{assert_fails, cc, fntrace_output, procs, Work};
+use common::{assert_fails, fntrace_output, procs, Work};
 
 /// A traced program that prints, calls traced functions and exits 3.
 const PROGRAM: &str = "#include <stdio.h>\n\
@@ -19,21 +19,7 @@ int main(void) { int s = 0; for (int i = 0; i < 100000; i++) s += work(i);\n\
 printf(\"sum %d\\n\", s); fprintf(stderr, \"to stderr\\n\"); return 3; }\n";
 
 fn build(work: &Work) -> PathBuf {
-    let src = work.path("three.c");
-    std::fs::write(&src, PROGRAM).unwrap();
-    let exe = work.path("three");
-    cc(
-        "gcc",
-        &[
-            "-O1",
-            "-pg",
-            "-mfentry",
-            src.to_str().unwrap(),
-            "-o",
-            exe.to_str().unwrap(),
-        ],
-    );
-    exe
+    common::build_c(work, "three", PROGRAM, &["-O1", "-pg", "-mfentry"])
 }
 
 /// The runtime next to the `fntrace` under test (`procs::runtime` builds it).
