@@ -264,16 +264,13 @@ fn wait_ready(socket: &Path, pid: i32) -> anyhow::Result<String> {
     }
 }
 
-/// Ctrl-C (and SIGTERM, SIGHUP) from the start: one during the attach must
-/// end in a detach, not kill fntrace and leave the process attached.
+/// Ctrl-C (and SIGTERM, SIGHUP, SIGQUIT) from the start: one during the
+/// attach must end in a detach, not kill fntrace and leave the process
+/// attached.
 fn interrupts() -> anyhow::Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))?;
+    for signal in crate::forward::PASSED {
+        signal_hook::flag::register(signal as i32, Arc::clone(&stop))?;
     }
     Ok(stop)
 }

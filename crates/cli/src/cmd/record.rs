@@ -6,8 +6,6 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use std::{env, fs};
 
@@ -16,6 +14,7 @@ use fntrace_format::layout;
 use fntrace_format::meta::{RunInfo, VERSION};
 use serde::Serialize;
 
+use crate::forward::Forwarder;
 use crate::launch::{self, Ending, NotFound};
 use crate::options::{RecordFlags, Tracer};
 use crate::output;
@@ -24,7 +23,9 @@ const AFTER_HELP: &str = "\
 The command runs with the runtime library (libfntrace_runtime.so, found
 through $FNTRACE_RUNTIME, next to fntrace, in its deps/ or ../lib/fntrace/)
 preloaded; fntrace exits with the command's exit status (128 + N when
-signal N killed it). An existing data directory is kept as DIR.old.
+signal N killed it). SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to fntrace
+are passed on to the command, and fntrace waits for it. An existing data
+directory is kept as DIR.old.
 
 The program must have patchable sites: build it with gcc -pg -mfentry,
 -fpatchable-function-entry=5, or clang -fxray-instrument (see
@@ -126,6 +127,9 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
         signal: None,
         attach: None,
     };
+    // From here on a terminating signal must not end fntrace before the
+    // command: it is passed on to it (`forward.rs`).
+    let signals = Forwarder::catch().context("cannot catch signals")?;
     prepare_dir(&dir, &info)?;
 
     let mut command = Command::new(&program);
@@ -137,20 +141,13 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
         };
     }
     command.env("LD_PRELOAD", launch::preload(&runtime));
-    // Ctrl-C and Ctrl-\ go to the whole foreground group: the command gets
-    // them and ends as it would (the runtime writes its buffers first);
-    // fntrace outlives them to complete info.json and pass the status on.
-    let terminal = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGQUIT] {
-        signal_hook::flag::register(signal, Arc::clone(&terminal))?;
-    }
-    let status = match command.status() {
-        Ok(status) => status,
+    let mut child = match command.spawn() {
+        Ok(child) => child,
         // As shells do: found but not executable (a script without `#!`, a
         // foreign binary) is 126.
         Err(e) => return Ok(Err(output::fail(126, &format!("{name}: cannot execute: {e}")))),
     };
-    let ending = Ending::of(status);
+    let ending = Ending::of(signals.wait(&mut child)?);
 
     info.end_unix_ns = Some(unix_now_ns());
     match ending {
