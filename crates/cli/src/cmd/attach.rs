@@ -61,10 +61,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if pid <= 0 || !proc_dir.exists() {
         anyhow::bail!("no process with PID {pid}");
     }
-    crate::inject::check(pid).map_err(anyhow::Error::msg)?;
     let name = std::fs::read_to_string(proc_dir.join("comm"))
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| pid.to_string());
+    let dir = control::dir()?;
+    // Held until fntrace ends: one attach per process, refused before it
+    // could see the other's ptrace or settings.
+    let _lock = control::lock::for_attach(&dir, pid, &name)?;
+    crate::inject::check(pid).map_err(anyhow::Error::msg)?;
     let argv = target_argv(&proc_dir);
     let request = args
         .flags
@@ -72,7 +76,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !request.options.force {
         check_sites(pid, &name)?;
     }
-    let dir = control::dir()?;
     let socket = control::socket(&dir, pid);
     if control::request(&socket, "status", Duration::from_secs(2)).is_ok() {
         anyhow::bail!(
