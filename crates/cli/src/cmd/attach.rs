@@ -68,6 +68,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Held until fntrace ends: one attach per process, refused before it
     // could see the other's ptrace or settings.
     let _lock = control::lock::for_attach(&dir, pid, &name)?;
+    control::clean(&dir);
     crate::inject::check(pid).map_err(anyhow::Error::msg)?;
     let argv = target_argv(&proc_dir);
     let request = args
