@@ -8,7 +8,9 @@
 //! - [`layout`]: file and directory names of `fntrace.data/`;
 //! - [`limits`]: how large a thread's buffer may be;
 //! - [`meta`]: `info.json`, `process.json` (with the [`Clock`]),
-//!   `functions.tsv` and `profile.tsv` lines.
+//!   `functions.tsv` and `profile.tsv` lines;
+//! - [`replace`](mod@replace): rewriting `info.json` and `process.json`,
+//!   atomically, or in place on a full disk.
 //!
 //! Reading side (used by the CLI):
 //! - [`read`]: [`open`] a data directory into a [`Trace`], stream a
@@ -27,6 +29,7 @@ pub mod layout;
 pub mod limits;
 pub mod meta;
 pub mod read;
+pub mod replace;
 pub mod write;
 
 pub use calls::{Call, CallBuilder, End};

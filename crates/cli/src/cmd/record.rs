@@ -12,6 +12,7 @@ use std::{env, fs};
 use anyhow::Context;
 use fntrace_format::layout;
 use fntrace_format::meta::{RunInfo, VERSION};
+use fntrace_format::replace::replace;
 use serde::Serialize;
 
 use crate::forward::Forwarder;
@@ -154,7 +155,10 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
         Ending::Exited(code) => info.exit_status = Some(code),
         Ending::Killed { signal, .. } => info.signal = Some(signal),
     }
-    write_info(&dir, &info)?;
+    // The command's status goes on whether or not it could be written.
+    if let Err(e) = write_info(&dir, &info) {
+        eprintln!("fntrace: error: {e:#}: the command's end is not recorded in it");
+    }
     if let Some(line) = ending.message(&name) {
         eprintln!("{line}");
     }
@@ -284,12 +288,11 @@ fn has_process(dir: &Path) -> bool {
     })
 }
 
-/// Writes `info.json` through a temporary file and `rename`.
+/// Writes `info.json` through a temporary file and `rename`, or in place
+/// when there is no room for a new file (`fntrace_format::replace`).
 pub fn write_info(dir: &Path, info: &RunInfo) -> anyhow::Result<()> {
     let path = dir.join(layout::INFO);
-    let tmp = dir.join(format!("{}.tmp", layout::INFO));
-    fs::write(&tmp, info.to_json()).with_context(|| format!("cannot write {}", tmp.display()))?;
-    fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))
+    replace(&path, info.to_json().as_bytes()).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Now, in nanoseconds since the Unix epoch.

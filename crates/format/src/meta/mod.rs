@@ -112,8 +112,9 @@ pub struct ModuleInfo {
 }
 
 /// `process.json`: one traced process image, written by the runtime at
-/// start-up and rewritten (through a temporary file and `rename`) when the
-/// clock calibration is refreshed and at exit.
+/// start-up and rewritten ([`replace`](crate::replace::replace): through a
+/// temporary file and `rename`, in place on a full disk) when the clock
+/// calibration is refreshed and at exit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessInfo {
     /// The format version ([`VERSION`]).

@@ -1,7 +1,8 @@
 //! The process's directory in the data directory (`p<PID>`, or
 //! `p<PID>.N` for the N-th program `exec`ed in the same process): its
 //! `process.json` (rewritten through a temporary file, so a reader never
-//! sees half of it) and its `functions.tsv` (appended as libraries come).
+//! sees half of it, or in place on a full disk: `fntrace_format::replace`)
+//! and its `functions.tsv` (appended as libraries come).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -111,10 +112,8 @@ pub fn open(root: &Path, tracer: &str, parent: Option<String>) -> io::Result<Ses
 
 impl Session {
     fn write_info(&self) -> io::Result<()> {
-        let text = serde_json::to_string_pretty(&self.info).map_err(io::Error::other)?;
-        let tmp = self.dir.join(".process.json.tmp");
-        std::fs::write(&tmp, text + "\n")?;
-        std::fs::rename(&tmp, self.dir.join(layout::PROCESS))
+        let text = self.info.to_json();
+        fntrace_format::replace::replace(&self.dir.join(layout::PROCESS), text.as_bytes())
     }
 
     /// Appends the functions not yet written and updates the site counts.
