@@ -11,7 +11,7 @@ use std::{env, fs};
 
 use anyhow::Context;
 use fntrace_format::layout;
-use fntrace_format::meta::{RunInfo, VERSION};
+use fntrace_format::meta::{ProcessInfo, RunInfo, VERSION};
 use fntrace_format::replace::replace;
 use serde::Serialize;
 
@@ -169,7 +169,39 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
             runtime.display()
         );
     }
+    if let Some(line) = losses(&dir) {
+        eprintln!("{line}");
+    }
     Ok(Ok(ending))
+}
+
+/// One line for the events the runtime lost, as each process counted them
+/// in `process.json`, and why; `None` if it lost none.
+fn losses(dir: &Path) -> Option<String> {
+    let (mut lost, mut errors) = (0u64, Vec::new());
+    for entry in fs::read_dir(dir).ok()?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if layout::parse_process_dir(&name).is_none() {
+            continue;
+        }
+        let text = fs::read_to_string(entry.path().join(layout::PROCESS)).unwrap_or_default();
+        let Ok(process) = ProcessInfo::from_json(&text) else {
+            continue;
+        };
+        lost += process.lost;
+        errors.extend(process.write_error.map(|e| format!("{name}: {e}")));
+    }
+    if lost == 0 && errors.is_empty() {
+        return None;
+    }
+    let why = if errors.is_empty() {
+        "the buffers were full: the writer fell behind; a larger --buffer-size keeps more".to_string()
+    } else {
+        errors.join("; ")
+    };
+    Some(format!(
+        "fntrace: warning: the trace is incomplete: {lost} events lost ({why})"
+    ))
 }
 
 /// The `FNTRACE_*` variables for the runtime (`docs/FORMAT.md`); `None`

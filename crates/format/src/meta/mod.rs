@@ -160,6 +160,10 @@ pub struct ProcessInfo {
     /// running, or died without the runtime's exit handler).
     #[serde(default)]
     pub ended: bool,
+    /// The first error writing this process's trace (a full disk): the
+    /// events that could not be written are counted in `lost`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_error: Option<String>,
 }
 
 impl Default for RunInfo {
@@ -200,6 +204,7 @@ impl Default for ProcessInfo {
             modules: Vec::new(),
             lost: 0,
             ended: false,
+            write_error: None,
         }
     }
 }

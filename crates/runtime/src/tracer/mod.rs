@@ -497,8 +497,8 @@ extern "C" fn finish() {
 }
 
 fn write_profile() {
-    let guard = session::lock();
-    let Some(s) = guard.as_ref() else { return };
+    let mut guard = session::lock();
+    let Some(s) = guard.as_mut() else { return };
     let rate = s.ticks_per_ns();
     let ns = |t: u64| (t as f64 / rate) as u64;
     let mut text = String::from(fntrace_format::meta::ProfileRow::HEADER);
@@ -515,7 +515,7 @@ fn write_profile() {
         text.push_str(&row.to_line());
     }
     let path = s.dir.join(fntrace_format::layout::PROFILE);
-    if let Ok(mut f) = std::fs::File::create(path) {
-        let _ = f.write_all(text.as_bytes());
+    if let Err(e) = std::fs::File::create(path).and_then(|mut f| f.write_all(text.as_bytes())) {
+        s.note(format!("cannot write {}: {e}", fntrace_format::layout::PROFILE));
     }
 }

@@ -97,6 +97,7 @@ pub fn open(root: &Path, tracer: &str, parent: Option<String>) -> io::Result<Ses
         modules: Vec::new(),
         lost: 0,
         ended: false,
+        write_error: None,
     };
     let session = Session {
         root: root.to_path_buf(),
@@ -116,6 +117,11 @@ impl Session {
         fntrace_format::replace::replace(&self.dir.join(layout::PROCESS), text.as_bytes())
     }
 
+    /// Keeps the first error writing the trace, for `process.json`.
+    pub fn note(&mut self, error: String) {
+        self.info.write_error.get_or_insert(error);
+    }
+
     /// Appends the functions not yet written and updates the site counts.
     pub fn take_modules(&mut self, state: &State) {
         let mut text = String::new();
@@ -132,8 +138,8 @@ impl Session {
             );
         }
         self.written = state.functions.len();
-        if let Some(file) = self.functions.as_mut() {
-            let _ = file.write_all(text.as_bytes());
+        if let Some(Err(e)) = self.functions.as_mut().map(|f| f.write_all(text.as_bytes())) {
+            self.note(format!("cannot write {}: {e}", layout::FUNCTIONS));
         }
         let mut kinds = std::collections::BTreeMap::new();
         let mut modules = Vec::new();
@@ -172,6 +178,13 @@ impl Session {
             .map(|t| t.lost_total.load(std::sync::atomic::Ordering::Relaxed))
             .sum();
         self.info.ended = ended;
+        // The events the writer could not write (a full disk) are lost too.
+        let files = super::writer::files();
+        self.info.lost += files.unwritten;
+        if let Some(error) = files.error.clone() {
+            self.note(error);
+        }
+        drop(files);
         let _ = self.write_info();
     }
 
