@@ -177,7 +177,7 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
 
 /// One line for the events the runtime lost, as each process counted them
 /// in `process.json`, and why; `None` if it lost none.
-fn losses(dir: &Path) -> Option<String> {
+pub fn losses(dir: &Path) -> Option<String> {
     let (mut lost, mut errors) = (0u64, Vec::new());
     for entry in fs::read_dir(dir).ok()?.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -191,17 +191,15 @@ fn losses(dir: &Path) -> Option<String> {
         lost += process.lost;
         errors.extend(process.write_error.map(|e| format!("{name}: {e}")));
     }
-    if lost == 0 && errors.is_empty() {
-        return None;
-    }
-    let why = if errors.is_empty() {
-        "the buffers were full: the writer fell behind; a larger --buffer-size keeps more".to_string()
-    } else {
-        errors.join("; ")
+    let what = match (lost, errors.is_empty()) {
+        (0, true) => return None,
+        (0, false) => errors.join("; "),
+        (n, true) => format!(
+            "{n} events lost (the buffers were full: the writer fell behind; a larger --buffer-size keeps more)"
+        ),
+        (n, false) => format!("{n} events lost ({})", errors.join("; ")),
     };
-    Some(format!(
-        "fntrace: warning: the trace is incomplete: {lost} events lost ({why})"
-    ))
+    Some(format!("fntrace: warning: the trace is incomplete: {what}"))
 }
 
 /// The `FNTRACE_*` variables for the runtime (`docs/FORMAT.md`); `None`
