@@ -99,12 +99,7 @@ fn a_full_disk_loses_events_not_the_program() {
     let info: Value = json(&copy.join("info.json"));
     assert_eq!(info["exit_status"], 3, "{info}");
     assert!(info["end_unix_ns"].as_u64().is_some(), "{info}");
-    let process = std::fs::read_dir(&copy)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir())
-        .expect("a process directory");
-    let pinfo = json(&process.join("process.json"));
+    let pinfo = json(&common::process_dir(&copy).join("process.json"));
     assert_eq!(pinfo["ended"], true, "{pinfo}");
     let clock = &pinfo["clock"];
     assert!(

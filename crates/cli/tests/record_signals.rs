@@ -155,3 +155,38 @@ fn terminal_ctrl_c_reaches_the_program_once() {
     let info = json(&work.path("tty.data/info.json"));
     assert_eq!(info["exit_status"], 12, "{info}");
 }
+
+/// A terminating signal at the very start of `main`, before the runtime's
+/// writer thread may have run at all: the runtime's handler still gets the
+/// final flush (the writer counts as running from its start), so the trace
+/// is whole and `process.json` says the process ended. Twenty times: before
+/// the fix about a third of such runs lost the trace's end.
+#[test]
+fn signal_at_start_still_writes_the_trace() {
+    procs::runtime();
+    let work = Work::new("record-signal-at-start");
+    let source = "#include <signal.h>\n\
+        __attribute__((noinline)) int first(int x) { return x + 1; }\n\
+        int main(void) { volatile int v = first(1); (void)v; raise(SIGTERM); return 0; }\n";
+    common::build_c(&work, "early", source, &["-O1", "-pg", "-mfentry"]);
+    for run in 0..20 {
+        let dir = work.path("early.data");
+        let out = procs::run(
+            fntrace()
+                .args(["record", "-o", dir.to_str().unwrap(), "./early"])
+                .current_dir(&work.dir),
+            Duration::from_secs(60),
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(143),
+            "run {run}: {}",
+            procs::text(&out.stderr)
+        );
+        assert_eq!(json(&dir.join("info.json"))["signal"], 15, "run {run}");
+        let info = json(&common::process_dir(&dir).join("process.json"));
+        assert_eq!(info["ended"], true, "run {run}: {info}");
+        let replay = common::fntrace_ok(&["replay", dir.to_str().unwrap()]).0;
+        assert!(replay.contains("first();"), "run {run}: {replay}");
+    }
+}

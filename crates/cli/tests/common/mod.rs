@@ -100,6 +100,15 @@ pub fn build_c(work: &Work, name: &str, source: &str, args: &[&str]) -> PathBuf 
     out
 }
 
+/// The process directory (`p*/`) of a data directory with one process.
+pub fn process_dir(data: &Path) -> PathBuf {
+    std::fs::read_dir(data)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| panic!("no process directory in {}", data.display()))
+}
+
 /// Builds a generated program with `functions` leaf functions
 /// (`bench/gen-functions.sh`) into the work directory as `prog`.
 pub fn build_generated(work: &Work, functions: usize, compiler: &str, args: &[&str]) -> PathBuf {

@@ -83,16 +83,20 @@ pub fn wake() {
 /// signals must go to the program's threads.
 pub fn start() {
     STOP.store(false, Ordering::Relaxed);
+    // Running from now on: a terminating signal that comes before the
+    // thread is first scheduled asks it for the final flush all the same
+    // (it looks at `FINAL` within its first 10 ms).
+    RUNNING.store(true, Ordering::Release);
     let spawned = crate::sys::spawn_quiet("fntrace-writer", || {
         crate::no_unwind("the writer", run);
     });
     if let Err(e) = spawned {
+        RUNNING.store(false, Ordering::Release);
         eprintln!("fntrace: cannot start the writer thread: {e}; events are written at exit");
     }
 }
 
 fn run() {
-    RUNNING.store(true, Ordering::Release);
     run_loop();
     RUNNING.store(false, Ordering::Release);
 }
