@@ -1,7 +1,9 @@
 //! The control channel of an attach session: the user's private
 //! directory, the runtime's socket for a process, the settings file the
 //! runtime reads when it is injected, and the one-line request/answer
-//! exchange that `fntrace attach` and `fntrace ctl` make over the socket.
+//! exchange that `fntrace attach` and `fntrace ctl` make over the socket;
+//! the lock that makes one attach per process (`lock.rs`) and the removal
+//! of stale files (`stale.rs`).
 //!
 //! The directory is `$XDG_RUNTIME_DIR/fntrace` (a per-user tmpfs on systemd
 //! machines), else `/tmp/fntrace-UID`. It must be a real directory owned by
@@ -15,6 +17,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
+
+pub mod lock;
+mod stale;
+
+pub use stale::clean;
 
 /// The name under which the runtime is injected: it tells the runtime's
 /// constructor not to set up in the stopped thread (the runtime's

@@ -5,6 +5,7 @@
 mod cmd;
 mod control;
 mod export;
+mod forward;
 mod funcgraph;
 mod inject;
 mod launch;

@@ -59,11 +59,11 @@ pub struct RecordFlags {
     /// What to record.
     #[arg(long, value_enum, default_value = "function_graph")]
     tracer: Tracer,
-    /// Buffer size per thread (bytes, or 512K, 4M).
-    #[arg(long = "buffer-size", value_name = "SIZE", value_parser = parse_size)]
+    /// Buffer size per thread (bytes, or 512K, 4M; at least 64K, at most a quarter of the memory).
+    #[arg(long = "buffer-size", value_name = "SIZE", value_parser = buffer_size)]
     buffer_size: Option<u64>,
     /// Keep only the last SIZE of events per thread, written at exit (no streaming).
-    #[arg(long = "flight-recorder", value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long = "flight-recorder", value_name = "SIZE", value_parser = buffer_size)]
     flight_recorder: Option<u64>,
     /// Run the command even if it has no patchable sites (its libraries may have).
     #[arg(long)]
@@ -144,6 +144,13 @@ pub fn pattern(text: &str) -> Result<String, String> {
 pub fn filter_pattern(text: &str) -> Result<String, String> {
     Filter::parse(&[text]).map_err(|e| e.to_string())?;
     Ok(text.to_string())
+}
+
+/// A per-thread buffer size within the limits of this machine
+/// (`fntrace_format::limits`).
+pub fn buffer_size(text: &str) -> Result<u64, String> {
+    let size = parse_size(text)?;
+    fntrace_format::limits::check_buffer(size).map_err(|e| e.to_string())
 }
 
 /// A trigger `FUNC@ACTION[,ACTION...]` with actions `trace_on`,

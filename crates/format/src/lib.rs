@@ -6,8 +6,11 @@
 //! - [`chunk`]: the 32-byte chunk header;
 //! - [`write`](mod@write): whole chunks built in memory (tools and tests);
 //! - [`layout`]: file and directory names of `fntrace.data/`;
+//! - [`limits`]: how large a thread's buffer may be;
 //! - [`meta`]: `info.json`, `process.json` (with the [`Clock`]),
-//!   `functions.tsv` and `profile.tsv` lines.
+//!   `functions.tsv` and `profile.tsv` lines;
+//! - [`replace`](mod@replace): rewriting `info.json` and `process.json`,
+//!   atomically, or in place on a full disk.
 //!
 //! Reading side (used by the CLI):
 //! - [`read`]: [`open`] a data directory into a [`Trace`], stream a
@@ -23,8 +26,10 @@ pub mod calls;
 pub mod chunk;
 pub mod event;
 pub mod layout;
+pub mod limits;
 pub mod meta;
 pub mod read;
+pub mod replace;
 pub mod write;
 
 pub use calls::{Call, CallBuilder, End};

@@ -61,10 +61,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if pid <= 0 || !proc_dir.exists() {
         anyhow::bail!("no process with PID {pid}");
     }
-    crate::inject::check(pid).map_err(anyhow::Error::msg)?;
     let name = std::fs::read_to_string(proc_dir.join("comm"))
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| pid.to_string());
+    let dir = control::dir()?;
+    // Held until fntrace ends: one attach per process, refused before it
+    // could see the other's ptrace or settings.
+    let _lock = control::lock::for_attach(&dir, pid, &name)?;
+    control::clean(&dir);
+    crate::inject::check(pid).map_err(anyhow::Error::msg)?;
     let argv = target_argv(&proc_dir);
     let request = args
         .flags
@@ -72,7 +77,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !request.options.force {
         check_sites(pid, &name)?;
     }
-    let dir = control::dir()?;
     let socket = control::socket(&dir, pid);
     if control::request(&socket, "status", Duration::from_secs(2)).is_ok() {
         anyhow::bail!(
@@ -198,6 +202,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     info.end_unix_ns = Some(record::unix_now_ns());
     info.attach = Some(attach);
     record::write_info(&out, &info)?;
+    if let Some(line) = record::losses(&out) {
+        eprintln!("{line}");
+    }
     Ok(code)
 }
 
@@ -264,16 +271,13 @@ fn wait_ready(socket: &Path, pid: i32) -> anyhow::Result<String> {
     }
 }
 
-/// Ctrl-C (and SIGTERM, SIGHUP) from the start: one during the attach must
-/// end in a detach, not kill fntrace and leave the process attached.
+/// Ctrl-C (and SIGTERM, SIGHUP, SIGQUIT) from the start: one during the
+/// attach must end in a detach, not kill fntrace and leave the process
+/// attached.
 fn interrupts() -> anyhow::Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))?;
+    for signal in crate::forward::PASSED {
+        signal_hook::flag::register(signal as i32, Arc::clone(&stop))?;
     }
     Ok(stop)
 }

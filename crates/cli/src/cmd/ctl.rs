@@ -74,7 +74,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if pid <= 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
         anyhow::bail!("no process with PID {pid}");
     }
-    let socket = control::socket(&control::dir()?, pid);
+    let dir = control::dir()?;
+    control::clean(&dir);
+    let socket = control::socket(&dir, pid);
     match control::request(&socket, &request, Duration::from_secs(60)) {
         Ok(answer) => {
             println!("{}", if answer.is_empty() { "ok" } else { &answer });

@@ -230,6 +230,9 @@ fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>) 
     if let Some(rows) = &process.profile {
         sheet.item("  profile", format!("{} functions", rows.len()));
     }
+    if let Some(error) = &info.write_error {
+        sheet.item("  write error", format!("{error} (the trace is incomplete)"));
+    }
     sheet.item(
         "  sites",
         format!("{} found, {} patched", info.sites, info.patched),

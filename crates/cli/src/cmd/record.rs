@@ -6,16 +6,16 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use std::{env, fs};
 
 use anyhow::Context;
 use fntrace_format::layout;
-use fntrace_format::meta::{RunInfo, VERSION};
+use fntrace_format::meta::{ProcessInfo, RunInfo, VERSION};
+use fntrace_format::replace::replace;
 use serde::Serialize;
 
+use crate::forward::Forwarder;
 use crate::launch::{self, Ending, NotFound};
 use crate::options::{RecordFlags, Tracer};
 use crate::output;
@@ -24,7 +24,9 @@ const AFTER_HELP: &str = "\
 The command runs with the runtime library (libfntrace_runtime.so, found
 through $FNTRACE_RUNTIME, next to fntrace, in its deps/ or ../lib/fntrace/)
 preloaded; fntrace exits with the command's exit status (128 + N when
-signal N killed it). An existing data directory is kept as DIR.old.
+signal N killed it). SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to fntrace
+are passed on to the command, and fntrace waits for it. An existing data
+directory is kept as DIR.old.
 
 The program must have patchable sites: build it with gcc -pg -mfentry,
 -fpatchable-function-entry=5, or clang -fxray-instrument (see
@@ -126,6 +128,9 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
         signal: None,
         attach: None,
     };
+    // From here on a terminating signal must not end fntrace before the
+    // command: it is passed on to it (`forward.rs`).
+    let signals = Forwarder::catch().context("cannot catch signals")?;
     prepare_dir(&dir, &info)?;
 
     let mut command = Command::new(&program);
@@ -137,27 +142,23 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
         };
     }
     command.env("LD_PRELOAD", launch::preload(&runtime));
-    // Ctrl-C and Ctrl-\ go to the whole foreground group: the command gets
-    // them and ends as it would (the runtime writes its buffers first);
-    // fntrace outlives them to complete info.json and pass the status on.
-    let terminal = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGQUIT] {
-        signal_hook::flag::register(signal, Arc::clone(&terminal))?;
-    }
-    let status = match command.status() {
-        Ok(status) => status,
+    let mut child = match command.spawn() {
+        Ok(child) => child,
         // As shells do: found but not executable (a script without `#!`, a
         // foreign binary) is 126.
         Err(e) => return Ok(Err(output::fail(126, &format!("{name}: cannot execute: {e}")))),
     };
-    let ending = Ending::of(status);
+    let ending = Ending::of(signals.wait(&mut child)?);
 
     info.end_unix_ns = Some(unix_now_ns());
     match ending {
         Ending::Exited(code) => info.exit_status = Some(code),
         Ending::Killed { signal, .. } => info.signal = Some(signal),
     }
-    write_info(&dir, &info)?;
+    // The command's status goes on whether or not it could be written.
+    if let Err(e) = write_info(&dir, &info) {
+        eprintln!("fntrace: error: {e:#}: the command's end is not recorded in it");
+    }
     if let Some(line) = ending.message(&name) {
         eprintln!("{line}");
     }
@@ -168,7 +169,37 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
             runtime.display()
         );
     }
+    if let Some(line) = losses(&dir) {
+        eprintln!("{line}");
+    }
     Ok(Ok(ending))
+}
+
+/// One line for the events the runtime lost, as each process counted them
+/// in `process.json`, and why; `None` if it lost none.
+pub fn losses(dir: &Path) -> Option<String> {
+    let (mut lost, mut errors) = (0u64, Vec::new());
+    for entry in fs::read_dir(dir).ok()?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if layout::parse_process_dir(&name).is_none() {
+            continue;
+        }
+        let text = fs::read_to_string(entry.path().join(layout::PROCESS)).unwrap_or_default();
+        let Ok(process) = ProcessInfo::from_json(&text) else {
+            continue;
+        };
+        lost += process.lost;
+        errors.extend(process.write_error.map(|e| format!("{name}: {e}")));
+    }
+    let what = match (lost, errors.is_empty()) {
+        (0, true) => return None,
+        (0, false) => errors.join("; "),
+        (n, true) => format!(
+            "{n} events lost (the buffers were full: the writer fell behind; a larger --buffer-size keeps more)"
+        ),
+        (n, false) => format!("{n} events lost ({})", errors.join("; ")),
+    };
+    Some(format!("fntrace: warning: the trace is incomplete: {what}"))
 }
 
 /// The `FNTRACE_*` variables for the runtime (`docs/FORMAT.md`); `None`
@@ -287,12 +318,11 @@ fn has_process(dir: &Path) -> bool {
     })
 }
 
-/// Writes `info.json` through a temporary file and `rename`.
+/// Writes `info.json` through a temporary file and `rename`, or in place
+/// when there is no room for a new file (`fntrace_format::replace`).
 pub fn write_info(dir: &Path, info: &RunInfo) -> anyhow::Result<()> {
     let path = dir.join(layout::INFO);
-    let tmp = dir.join(format!("{}.tmp", layout::INFO));
-    fs::write(&tmp, info.to_json()).with_context(|| format!("cannot write {}", tmp.display()))?;
-    fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))
+    replace(&path, info.to_json().as_bytes()).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Now, in nanoseconds since the Unix epoch.

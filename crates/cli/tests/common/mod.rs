@@ -89,6 +89,27 @@ pub fn build_program(work: &Work, name: &str, compiler: &str, sources: &[&str], 
     out
 }
 
+/// Builds the C program `source` into the work directory as `name` with
+/// gcc and `args` (it keeps its source as `name.c`).
+pub fn build_c(work: &Work, name: &str, source: &str, args: &[&str]) -> PathBuf {
+    let src = work.path(&format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let out = work.path(name);
+    let mut all = vec![src.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    all.extend(args);
+    cc("gcc", &all);
+    out
+}
+
+/// The process directory (`p*/`) of a data directory with one process.
+pub fn process_dir(data: &Path) -> PathBuf {
+    std::fs::read_dir(data)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| panic!("no process directory in {}", data.display()))
+}
+
 /// Builds a generated program with `functions` leaf functions
 /// (`bench/gen-functions.sh`) into the work directory as `prog`.
 pub fn build_generated(work: &Work, functions: usize, compiler: &str, args: &[&str]) -> PathBuf {

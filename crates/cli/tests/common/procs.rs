@@ -59,6 +59,28 @@ pub fn kill_group(pid: u32, signal: i32) {
     unsafe { kill(-(pid as i32), signal) };
 }
 
+/// Sends `signal` to process `pid` alone.
+pub fn kill_one(pid: u32, signal: i32) {
+    // SAFETY: kill(2) on a process the test started.
+    unsafe { kill(pid as i32, signal) };
+}
+
+/// Waits up to `limit` for `child` to end; kills it and fails the test if
+/// it does not.
+pub fn wait_for(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("process {} did not end in {limit:?} (killed)", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }

@@ -80,6 +80,7 @@ impl DataDir {
             lost: 0,
             untraced: 0,
             ended: true,
+            write_error: None,
         };
         std::fs::write(dir.join(layout::PROCESS), info.to_json()).unwrap();
         let table: String = functions

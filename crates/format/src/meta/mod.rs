@@ -112,8 +112,9 @@ pub struct ModuleInfo {
 }
 
 /// `process.json`: one traced process image, written by the runtime at
-/// start-up and rewritten (through a temporary file and `rename`) when the
-/// clock calibration is refreshed and at exit.
+/// start-up and rewritten ([`replace`](crate::replace::replace): through a
+/// temporary file and `rename`, in place on a full disk) when the clock
+/// calibration is refreshed and at exit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessInfo {
     /// The format version ([`VERSION`]).
@@ -163,6 +164,10 @@ pub struct ProcessInfo {
     /// running, or died without the runtime's exit handler).
     #[serde(default)]
     pub ended: bool,
+    /// The first error writing this process's trace (a full disk): the
+    /// events that could not be written are counted in `lost`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_error: Option<String>,
 }
 
 impl Default for RunInfo {
@@ -204,6 +209,7 @@ impl Default for ProcessInfo {
             lost: 0,
             untraced: 0,
             ended: false,
+            write_error: None,
         }
     }
 }

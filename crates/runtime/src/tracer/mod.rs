@@ -107,8 +107,22 @@ fn parse_size(text: &str) -> Result<u64, String> {
         _ => (t, 1),
     };
     num.parse::<u64>()
-        .map(|n| n * mult)
-        .map_err(|_| format!("bad size '{text}'"))
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("bad size '{text}'"))
+}
+
+/// `FNTRACE_BUFFER_SIZE` or `FNTRACE_FLIGHT`: a size no larger than a
+/// thread may map on this machine (`fntrace_format::limits`; a smaller one
+/// than the minimum is raised to it in `start`).
+fn buffer_size(var: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<u64>, String> {
+    use fntrace_format::limits::{check_buffer, BufferError};
+    let Some(text) = var(name) else { return Ok(None) };
+    let size = parse_size(&text).map_err(|e| format!("{name}={text}: {e}"))?;
+    match check_buffer(size) {
+        Err(e @ BufferError::TooLarge { .. }) => Err(format!("{name}={text}: {e}")),
+        _ => Ok(Some(size)),
+    }
 }
 
 /// Starts the tracer if `FNTRACE_DATA` is set.
@@ -167,8 +181,8 @@ fn parse(var: &dyn Fn(&str) -> Option<String>) -> Result<Parsed, String> {
     let triggers_text = var("FNTRACE_TRIGGERS").unwrap_or_default();
     let triggers = fids::parse_triggers(&triggers_text)?;
     let starts_off = triggers.iter().any(|t| t.flags & fids::TRACE_ON != 0);
-    let buffer = var("FNTRACE_BUFFER_SIZE").map_or(Ok(4 << 20), |v| parse_size(&v))?;
-    let flight = var("FNTRACE_FLIGHT").map(|v| parse_size(&v)).transpose()?;
+    let buffer = buffer_size(var, "FNTRACE_BUFFER_SIZE")?.unwrap_or(4 << 20);
+    let flight = buffer_size(var, "FNTRACE_FLIGHT")?;
     // Calibrate the time filter: a 2 ms look at the counter.
     let time_filter = if time_filter_ns == 0 {
         0
@@ -232,10 +246,11 @@ fn ops_slot() -> std::sync::MutexGuard<'static, Option<Ops>> {
 pub fn start(var: &dyn Fn(&str) -> Option<String>, attached: bool) -> Result<(), String> {
     let root = var("FNTRACE_DATA").ok_or("no data directory")?;
     let parsed = parse(var)?;
+    const _: () = assert!(thread::NCHUNKS as u64 == fntrace_format::limits::CHUNKS);
     let per_thread = parsed
         .flight
         .unwrap_or(parsed.buffer)
-        .max(thread::NCHUNKS as u64 * 4096);
+        .max(fntrace_format::limits::MIN_BUFFER);
     let chunk = (per_thread / thread::NCHUNKS as u64).next_multiple_of(4096);
     thread::CHUNK_BYTES.store(chunk, Ordering::Relaxed);
     thread::FLIGHT.store(parsed.flight.is_some(), Ordering::Relaxed);
@@ -478,8 +493,8 @@ extern "C" fn finish() {
 }
 
 fn write_profile() {
-    let guard = session::lock();
-    let Some(s) = guard.as_ref() else { return };
+    let mut guard = session::lock();
+    let Some(s) = guard.as_mut() else { return };
     let rate = s.ticks_per_ns();
     let ns = |t: u64| (t as f64 / rate) as u64;
     let mut text = String::from(fntrace_format::meta::ProfileRow::HEADER);
@@ -496,7 +511,7 @@ fn write_profile() {
         text.push_str(&row.to_line());
     }
     let path = s.dir.join(fntrace_format::layout::PROFILE);
-    if let Ok(mut f) = std::fs::File::create(path) {
-        let _ = f.write_all(text.as_bytes());
+    if let Err(e) = std::fs::File::create(path).and_then(|mut f| f.write_all(text.as_bytes())) {
+        s.note(format!("cannot write {}: {e}", fntrace_format::layout::PROFILE));
     }
 }

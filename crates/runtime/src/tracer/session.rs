@@ -1,7 +1,8 @@
 //! The process's directory in the data directory (`p<PID>`, or
 //! `p<PID>.N` for the N-th program `exec`ed in the same process): its
 //! `process.json` (rewritten through a temporary file, so a reader never
-//! sees half of it) and its `functions.tsv` (appended as libraries come).
+//! sees half of it, or in place on a full disk: `fntrace_format::replace`)
+//! and its `functions.tsv` (appended as libraries come).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -97,6 +98,7 @@ pub fn open(root: &Path, tracer: &str, parent: Option<String>) -> io::Result<Ses
         lost: 0,
         untraced: 0,
         ended: false,
+        write_error: None,
     };
     let session = Session {
         root: root.to_path_buf(),
@@ -112,10 +114,13 @@ pub fn open(root: &Path, tracer: &str, parent: Option<String>) -> io::Result<Ses
 
 impl Session {
     fn write_info(&self) -> io::Result<()> {
-        let text = serde_json::to_string_pretty(&self.info).map_err(io::Error::other)?;
-        let tmp = self.dir.join(".process.json.tmp");
-        std::fs::write(&tmp, text + "\n")?;
-        std::fs::rename(&tmp, self.dir.join(layout::PROCESS))
+        let text = self.info.to_json();
+        fntrace_format::replace::replace(&self.dir.join(layout::PROCESS), text.as_bytes())
+    }
+
+    /// Keeps the first error writing the trace, for `process.json`.
+    pub fn note(&mut self, error: String) {
+        self.info.write_error.get_or_insert(error);
     }
 
     /// Appends the functions not yet written and updates the site counts.
@@ -134,8 +139,8 @@ impl Session {
             );
         }
         self.written = state.functions.len();
-        if let Some(file) = self.functions.as_mut() {
-            let _ = file.write_all(text.as_bytes());
+        if let Some(Err(e)) = self.functions.as_mut().map(|f| f.write_all(text.as_bytes())) {
+            self.note(format!("cannot write {}: {e}", layout::FUNCTIONS));
         }
         let mut kinds = std::collections::BTreeMap::new();
         let mut modules = Vec::new();
@@ -174,6 +179,13 @@ impl Session {
         self.info.lost = super::thread::all().map(|t| t.lost_total.load(relaxed)).sum();
         self.info.untraced = super::thread::all().map(|t| t.untraced.load(relaxed)).sum();
         self.info.ended = ended;
+        // The events the writer could not write (a full disk) are lost too.
+        let files = super::writer::files();
+        self.info.lost += files.unwritten;
+        if let Some(error) = files.error.clone() {
+            self.note(error);
+        }
+        drop(files);
         let _ = self.write_info();
     }
 

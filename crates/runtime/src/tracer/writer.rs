@@ -30,6 +30,10 @@ pub struct Files {
     next: HashMap<u32, u32>,
     /// Bytes written.
     pub bytes: u64,
+    /// Events that could not be written (a full disk): lost, and counted.
+    pub unwritten: u64,
+    /// The first error writing them.
+    pub error: Option<String>,
 }
 
 /// The writer's lock (taken around `fork`).
@@ -79,16 +83,20 @@ pub fn wake() {
 /// signals must go to the program's threads.
 pub fn start() {
     STOP.store(false, Ordering::Relaxed);
+    // Running from now on: a terminating signal that comes before the
+    // thread is first scheduled asks it for the final flush all the same
+    // (it looks at `FINAL` within its first 10 ms).
+    RUNNING.store(true, Ordering::Release);
     let spawned = crate::sys::spawn_quiet("fntrace-writer", || {
         crate::no_unwind("the writer", run);
     });
     if let Err(e) = spawned {
+        RUNNING.store(false, Ordering::Release);
         eprintln!("fntrace: cannot start the writer thread: {e}; events are written at exit");
     }
 }
 
 fn run() {
-    RUNNING.store(true, Ordering::Release);
     run_loop();
     RUNNING.store(false, Ordering::Release);
 }
@@ -211,6 +219,7 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
                 lost: dropped.min(u32::MAX as u64) as u32,
                 start: last,
             };
+            // Its count is in the threads' own (`lost_total`) already.
             append(files, t.tid, &[&header.encode()]);
             files.next.insert(t.tid, seq.wrapping_add(1));
         }
@@ -253,7 +262,10 @@ fn write_chunk(files: &mut Files, t: &Thread, i: usize, skip: u32, len: u32) -> 
         start,
     };
     // Straight from the chunk: no copy of the events.
-    append(files, t.tid, &[&header.encode(), &data[skip as usize..]]);
+    let events = &data[skip as usize..];
+    if !append(files, t.tid, &[&header.encode(), events]) {
+        files.unwritten += events_in(events);
+    }
     len
 }
 
@@ -292,23 +304,42 @@ pub fn clear(c: &thread::Chunk, len: u32) {
 }
 
 /// Appends `parts` to the events file of `tid`.
-fn append(files: &mut Files, tid: u32, parts: &[&[u8]]) {
-    let Some(dir) = files.dir.clone() else { return };
-    let file = match files.files.entry(tid) {
-        std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-        std::collections::hash_map::Entry::Vacant(v) => {
-            let path = dir.join(layout::thread_file(tid));
-            match OpenOptions::new().create(true).append(true).open(&path) {
-                Ok(f) => v.insert(f),
-                Err(_) => return,
-            }
-        }
+/// Whole or not at all: a write that fails (a full disk) is cut back, so
+/// that the file stays a sequence of whole chunks (the next chunk's
+/// sequence number shows the gap), and its error is kept for
+/// `process.json`. False if it failed.
+fn append(files: &mut Files, tid: u32, parts: &[&[u8]]) -> bool {
+    let Some(dir) = files.dir.clone() else {
+        return false;
     };
-    for part in parts {
-        if file.write_all(part).is_err() {
-            return;
+    let name = layout::thread_file(tid);
+    let file = match files.files.entry(tid) {
+        std::collections::hash_map::Entry::Occupied(o) => Ok(o.into_mut()),
+        std::collections::hash_map::Entry::Vacant(v) => OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(&name))
+            .map(|f| v.insert(f)),
+    };
+    let written = file.and_then(|file| {
+        let before = file.metadata()?.len();
+        let written = parts.iter().try_for_each(|part| file.write_all(part));
+        if written.is_err() {
+            let _ = file.set_len(before);
         }
-        files.bytes += part.len() as u64;
+        written
+    });
+    match written {
+        Ok(()) => {
+            files.bytes += parts.iter().map(|p| p.len() as u64).sum::<u64>();
+            true
+        }
+        Err(e) => {
+            files
+                .error
+                .get_or_insert_with(|| format!("cannot write {name}: {e}"));
+            false
+        }
     }
 }
 
@@ -354,5 +385,23 @@ pub fn reset_in_child(files: &mut Files, dir: PathBuf) {
     files.partial.clear();
     files.next.clear();
     files.bytes = 0;
+    files.unwritten = 0;
+    files.error = None;
     files.dir = Some(dir);
+}
+
+/// The events in `data`, a chunk's words (`TIME` and `LOST` words, and
+/// payloads, are not events).
+fn events_in(data: &[u8]) -> u64 {
+    let mut words = data
+        .chunks_exact(8)
+        .map(|w| event::decode(u64::from_le_bytes(w.try_into().expect("8 bytes"))).0);
+    let mut events = 0;
+    while let Some(kind) = words.next() {
+        if kind.has_payload() {
+            words.next();
+        }
+        events += u64::from(!matches!(kind, event::Kind::Time | event::Kind::Lost));
+    }
+    events
 }
