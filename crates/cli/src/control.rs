@@ -82,14 +82,27 @@ pub fn write_settings(path: &Path, settings: &[(String, String)]) -> anyhow::Res
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// The link `dir/libfntrace_attach.so` to the runtime library.
+/// The link `dir/HASH-libfntrace_attach.so` to the runtime library: one
+/// name per runtime (HASH of its path), so that attaches with two builds
+/// of fntrace never replace each other's; made under a temporary name and
+/// renamed into place, so that two attaches making it at once both find it.
 pub fn runtime_link(dir: &Path, runtime: &Path) -> anyhow::Result<PathBuf> {
-    let link = dir.join(ATTACH_NAME);
     let runtime =
         std::fs::canonicalize(runtime).with_context(|| format!("cannot find {}", runtime.display()))?;
+    // FNV-1a of the path.
+    let hash = runtime
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+    let link = dir.join(format!("{hash:016x}-{ATTACH_NAME}"));
     if std::fs::read_link(&link).ok().as_deref() != Some(runtime.as_path()) {
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&runtime, &link)
+        let temporary = dir.join(format!(".{}-{hash:016x}.tmp", std::process::id()));
+        let _ = std::fs::remove_file(&temporary);
+        std::os::unix::fs::symlink(&runtime, &temporary)
+            .and_then(|()| std::fs::rename(&temporary, &link))
             .with_context(|| format!("cannot make {}", link.display()))?;
     }
     Ok(link)

@@ -154,6 +154,9 @@ fn repeated_attach_detach() {
             dir.to_str().unwrap(),
             "--duration",
             "40ms",
+            // Every event, on a busy machine too (as `Attach::start`).
+            "--buffer-size",
+            "64M",
         ]);
         assert!(
             out.status.success(),
