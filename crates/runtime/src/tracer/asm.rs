@@ -291,18 +291,16 @@ fntrace_tls_thread:
     push rsi
     push rdi
     push r8
-    push r9
 1:
     FNTRACE_CURSOR 8f, rdi, edi, rsi, esi
     FNTRACE_DELTA 8f
     mov r8, rax
     or r8, r11
-    mov r9, \slot
     mov rdx, rdi
     add rdx, [rip + {step_payload}]
     FNTRACE_COMMIT rdi, rdx, r8, "[rsi]"
-    mov [rsi + 8], r9
-    pop r9
+    mov rdx, \slot
+    mov [rsi + 8], rdx
     pop r8
     pop rdi
     pop rsi
@@ -311,7 +309,6 @@ fntrace_tls_thread:
     pop rax
     ret
 8:
-    pop r9
     pop r8
     pop rdi
     pop rsi
@@ -368,7 +365,7 @@ fntrace_fast_exit:
     mov r11, [rip + {fallback_ops}]
     jmp qword ptr [rip + {fallback_exit}]
     .size fntrace_fast_exit, . - fntrace_fast_exit
-    FNTRACE_FAST_CALLER fntrace_fast_caller, "[rsp + 64]", {fallback_entry}
+    FNTRACE_FAST_CALLER fntrace_fast_caller, "[rsp + 56]", {fallback_entry}
     FNTRACE_FAST_CALLER fntrace_fast_caller_mcount, "[rbp + 8]", {fallback_mcount}
 
     // The fast return path: a hijacked function returned here; rax and

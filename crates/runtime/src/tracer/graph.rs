@@ -156,7 +156,20 @@ fn gone_kind(f: &Frame) -> Kind {
 /// returning through us. A frame at or below `slot` is gone if it is on
 /// the same stack; a handler running on the alternate signal stack ends
 /// none of the frames it interrupted.
+#[inline]
 fn drop_stale(t: &mut Thread, slot: usize, now: u64, entry: bool) {
+    // The common cases, a frame of an outer call on top (or, at a return,
+    // the returning call's): one look.
+    if t.top_slot()
+        .is_none_or(|top| top > slot || (top == slot && !entry))
+    {
+        return;
+    }
+    drop_gone(t, slot, now, entry);
+}
+
+#[cold]
+fn drop_gone(t: &mut Thread, slot: usize, now: u64, entry: bool) {
     let handler = handler();
     let mut alt: Option<Option<(usize, usize, bool)>> = None;
     while let Some(top) = t.top() {
@@ -323,16 +336,8 @@ pub extern "C" fn graph_return(slot: usize) -> usize {
     };
     let now = clock::now();
     drop_stale(t, slot, now, false);
-    if t.top().is_some_and(|f| f.slot != slot) {
-        // Frames of another stack above this return's frame (a coroutine
-        // switched away from, a signal handler's stack left): they end here.
-        if let Some(i) = (0..t.depth()).rev().find(|&i| t.frame(i).slot == slot) {
-            while t.depth() > i + 1 {
-                let Some(f) = t.pop_frame() else { break };
-                release(t, &f, slot);
-                close(t, f, gone_kind(&f), now);
-            }
-        }
+    if t.top_slot().is_some_and(|top| top != slot) {
+        end_other_stacks(t, slot, now);
     }
     let handler = handler();
     let mut ret = 0;
@@ -357,6 +362,20 @@ pub extern "C" fn graph_return(slot: usize) -> usize {
         lost_return();
     }
     ret
+}
+
+/// Frames of another stack above the frame of the return at `slot` (a
+/// coroutine switched away from, a signal handler's stack left): they end
+/// here.
+#[cold]
+fn end_other_stacks(t: &mut Thread, slot: usize, now: u64) {
+    if let Some(i) = (0..t.depth()).rev().find(|&i| t.frame(i).slot == slot) {
+        while t.depth() > i + 1 {
+            let Some(f) = t.pop_frame() else { break };
+            release(t, &f, slot);
+            close(t, f, gone_kind(&f), now);
+        }
+    }
 }
 
 fn lost_return() -> ! {

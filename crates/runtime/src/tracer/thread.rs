@@ -293,6 +293,7 @@ fn enter_at(entry: bool) -> Option<&'static mut Thread> {
 /// The state for the paths that must run even inside the tracer (a
 /// hijacked function returning, an unwinder starting): marked busy, with
 /// the previous mark to give back to [`Thread::leave_to`].
+#[inline]
 pub fn for_return() -> Option<(&'static mut Thread, usize)> {
     let p = current_raw();
     if p.is_null() {
@@ -399,20 +400,30 @@ impl Thread {
         );
     }
 
+    /// Moves the cursor by `delta` (words, and frames in bytes), counted:
+    /// one load and one store, the generic path being alone on the thread.
+    #[inline]
+    fn bump(&self, delta: u64) {
+        let c = self.cursor.load(Ordering::Relaxed);
+        self.cursor.store(
+            c.wrapping_add(delta).wrapping_add(1 << COUNT_SHIFT),
+            Ordering::Release,
+        );
+    }
+
     /// Pushes a frame: written first, then published.
     #[inline]
     pub fn push_frame(&mut self, f: Frame) {
         let depth = self.depth();
         *self.frame(depth) = f;
-        self.set_cursor(self.wptr(), depth + 1);
+        self.bump(FRAME << DEPTH_SHIFT);
     }
 
     /// Pops the innermost frame.
     #[inline]
     pub fn pop_frame(&mut self) -> Option<Frame> {
-        let depth = self.depth();
         let f = self.top()?;
-        self.set_cursor(self.wptr(), depth - 1);
+        self.bump((FRAME << DEPTH_SHIFT).wrapping_neg());
         Some(f)
     }
 
@@ -468,6 +479,15 @@ impl Thread {
         unsafe { &mut *self.frames.add(i) }
     }
 
+    /// The innermost frame's slot.
+    #[inline]
+    pub fn top_slot(&mut self) -> Option<usize> {
+        match self.depth() {
+            0 => None,
+            d => Some(self.frame(d - 1).slot),
+        }
+    }
+
     /// The innermost frame.
     #[inline]
     pub fn top(&mut self) -> Option<Frame> {
@@ -514,7 +534,7 @@ impl Thread {
         if let Some(p) = payload {
             put(p);
         }
-        self.set_cursor(w, self.depth());
+        self.bump(((w - start) / 8) as u64);
     }
 
     /// Closes the current chunk and takes the next one, if it is free
