@@ -78,8 +78,6 @@ pub struct ProcessView<'s, 'p> {
     stacks: Vec<Vec<Frame>>,
     /// `(-F selects, -N hides)` per function.
     matches: HashMap<u32, (bool, bool)>,
-    /// Events seen.
-    pub events: u64,
 }
 
 impl<'s, 'p> ProcessView<'s, 'p> {
@@ -90,14 +88,12 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             start_ns: process.info.clock.mono0_ns,
             stacks: (0..threads).map(|_| Vec::new()).collect(),
             matches: HashMap::new(),
-            events: 0,
         }
     }
 
     /// Prints every event of `merge`.
     pub fn run(&mut self, out: &mut impl Write, merge: &mut Merge) -> io::Result<()> {
         while let Some((i, ev)) = merge.next_event() {
-            self.events += 1;
             self.event(out, merge, i, ev)?;
         }
         Ok(())
@@ -153,7 +149,6 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                         .is_some_and(|next| next.kind == EventKind::Exit && next.fid == ev.fid);
                     if leaf {
                         let exit = merge.take(i).map_or(ev.ns, |e| e.ns);
-                        self.events += 1;
                         let text = format!("{};", called(self.names.shown(ev.fid)));
                         return self.line(out, tid, Some(exit.saturating_sub(ev.ns)), ctx.level, &text);
                     }

@@ -9,6 +9,7 @@ mod funcgraph;
 mod inject;
 mod launch;
 mod merge;
+mod nothing;
 mod options;
 mod output;
 mod stats;

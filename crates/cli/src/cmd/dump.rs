@@ -10,10 +10,10 @@ use std::process::ExitCode;
 use fntrace_format::layout;
 use fntrace_format::read::{Process, Trace};
 
-use crate::cmd::replay::empty_reason;
 use crate::export::progress::Progress;
 use crate::export::sink::Sink;
 use crate::export::{chrome, firefox, folded, perfetto};
+use crate::nothing;
 use crate::trace;
 
 const AFTER_HELP: &str = "\
@@ -112,7 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     trace::warn_damage(&trace.damage);
     trace::warn_damage(&damage);
     if empty {
-        anyhow::bail!(nothing_to_show(&trace, &args.dir, events));
+        return nothing::fail(nothing::no_durations(&trace, &args.dir, events));
     }
     sink.commit()?;
     Ok(ExitCode::SUCCESS)
@@ -129,24 +129,7 @@ pub fn selected<'t>(
     let threads = trace::select(trace, tids);
     if threads.is_empty() {
         trace::warn_damage(&trace.damage);
-        anyhow::bail!(empty_reason(trace, dir));
+        return nothing::fail(nothing::no_events(trace, dir));
     }
     Ok(threads)
-}
-
-/// Why a trace gives no output: no events, or no call with a duration
-/// (folded stacks, flame graphs).
-pub fn nothing_to_show(trace: &Trace, dir: &Path, events: u64) -> String {
-    if events == 0 {
-        return empty_reason(trace, dir);
-    }
-    let function_tracer = trace.processes.iter().all(|p| p.info.tracer == "function");
-    if function_tracer {
-        format!(
-            "{}: recorded with the function tracer, which records entries without durations; see 'fntrace dump --chrome'",
-            dir.display()
-        )
-    } else {
-        format!("{}: no call in the trace lasted any time", dir.display())
-    }
 }

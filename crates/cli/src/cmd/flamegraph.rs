@@ -9,10 +9,11 @@ use fntrace_format::layout;
 use fntrace_format::read::Trace;
 use inferno::flamegraph::{self, Options};
 
-use crate::cmd::dump::{nothing_to_show, selected};
+use crate::cmd::dump::selected;
 use crate::export::progress::Progress;
 use crate::export::sink::Sink;
 use crate::export::{chart, folded};
+use crate::nothing;
 use crate::trace::{self, command_line};
 
 const AFTER_HELP: &str = "\
@@ -82,7 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     trace::warn_damage(&trace.damage);
     trace::warn_damage(&damage);
     if !lines.iter().any(|l| !l.ends_with(" 0")) {
-        anyhow::bail!(nothing_to_show(&trace, &args.dir, events));
+        return nothing::fail(nothing::no_durations(&trace, &args.dir, events));
     }
 
     let mut options = Options::default();

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use fntrace_format::layout;
 use fntrace_sites::filter::Filter;
 
-use crate::cmd::replay::empty_reason;
+use crate::nothing;
 use crate::stats::{self, Edge, Request, Stats};
 use crate::trace;
 use crate::units::human;
@@ -63,8 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     trace::warn_damage(&stats.damage);
     if stats.functions.is_empty() {
-        eprintln!("fntrace: {}", empty_reason(&trace, &dir));
-        return Ok(ExitCode::SUCCESS);
+        return nothing::fail(nothing::no_calls(&trace, &dir, stats.events));
     }
     let mut shown: Vec<&String> = match &func {
         Some(func) => {

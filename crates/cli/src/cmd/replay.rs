@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use fntrace_format::layout;
-use fntrace_format::read::Trace;
+use fntrace_format::read::{Process, Trace};
 use fntrace_sites::filter::Filter;
 
 use crate::funcgraph::{ProcessView, Style};
 use crate::merge::Merge;
+use crate::nothing;
 use crate::options::{filter_pattern, DisplayFlags};
 use crate::trace::{self, command_line};
 
@@ -90,12 +91,13 @@ pub fn replay(dir: &Path, settings: &Settings) -> anyhow::Result<()> {
         notrace: Filter::parse(&settings.notrace)?,
     };
 
-    let mut out = BufWriter::new(io::stdout().lock());
     let mut damage = trace.damage.clone();
-    let mut events = 0;
-    if !selected.is_empty() {
-        writeln!(out, "{}", style.header(is_function_tracer(&trace)))?;
+    if !any_events(&selected, &mut damage) {
+        trace::warn_damage(&damage);
+        return nothing::fail(nothing::no_events(&trace, dir));
     }
+    let mut out = BufWriter::new(io::stdout().lock());
+    writeln!(out, "{}", style.header(is_function_tracer(&trace)))?;
     for (process, tids) in &selected {
         if selected.len() > 1 {
             writeln!(
@@ -109,16 +111,29 @@ pub fn replay(dir: &Path, settings: &Settings) -> anyhow::Result<()> {
         let mut merge = Merge::new(tids.iter().map(|&t| (t, process.events(t))).collect());
         let mut view = ProcessView::new(&style, process, merge.len(), settings.demangle);
         view.run(&mut out, &mut merge)?;
-        events += view.events;
         damage.extend(merge.damage());
     }
     out.flush()?;
     drop(out);
     trace::warn_damage(&damage);
-    if events == 0 {
-        eprintln!("fntrace: {}", empty_reason(&trace, dir));
-    }
     Ok(())
+}
+
+/// Whether a thread of `selected` has an event; when none has, their
+/// damage notes are added to `damage`.
+fn any_events(selected: &[(&Process, Vec<u32>)], damage: &mut Vec<String>) -> bool {
+    let mut notes = Vec::new();
+    for (process, tids) in selected {
+        for &tid in tids {
+            let mut events = process.events(tid);
+            if events.next().is_some() {
+                return true;
+            }
+            notes.extend(events.damage().map(str::to_string));
+        }
+    }
+    damage.extend(notes);
+    false
 }
 
 /// Whether the trace was recorded by the `function` tracer (entries with
@@ -128,18 +143,4 @@ fn is_function_tracer(trace: &Trace) -> bool {
         Some(info) if !info.tracer.is_empty() => info.tracer == "function",
         _ => !trace.processes.is_empty() && trace.processes.iter().all(|p| p.info.tracer == "function"),
     }
-}
-
-/// One line saying why there is nothing to show.
-pub fn empty_reason(trace: &Trace, dir: &Path) -> String {
-    let dir = dir.display();
-    if trace.processes.is_empty() {
-        return format!("{dir}: no process was recorded (did the runtime load?)");
-    }
-    if trace.processes.iter().all(|p| p.profile.is_some()) {
-        return format!(
-            "{dir}: recorded with the profile tracer, which keeps no events; see 'fntrace report'"
-        );
-    }
-    format!("{dir}: the trace has no events")
 }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use fntrace_format::layout;
 use serde::Serialize;
 
-use crate::cmd::replay::empty_reason;
+use crate::nothing;
 use crate::output;
 use crate::stats::{self, Function, Request};
 use crate::trace;
@@ -93,7 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     sort(&mut rows, args.sort);
 
     if rows.is_empty() {
-        eprintln!("fntrace: {}", empty_reason(&trace, &args.dir));
+        return nothing::fail(nothing::no_calls(&trace, &args.dir, stats.events));
     }
     let mut out = BufWriter::new(io::stdout().lock());
     if args.json {
@@ -110,7 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             })
             .collect();
         output::write_json(&mut out, &json)?;
-    } else if !rows.is_empty() {
+    } else {
         write_table(&mut out, &rows)?;
     }
     out.flush()?;

@@ -44,6 +44,9 @@ pub struct Trace {
     /// One line per damage found while opening (thread files are checked
     /// only when their events are read).
     pub damage: Vec<String>,
+    /// The `p*/` directories that could not be read (each has its note in
+    /// `damage`).
+    pub skipped: usize,
 }
 
 impl Trace {
@@ -130,10 +133,14 @@ pub fn open(dir: &Path) -> Result<Trace, FormatError> {
     };
 
     let mut processes = Vec::new();
+    let mut skipped = 0;
     for (name, pid, image) in names {
         match read_process(dir, &name, image, &mut damage) {
             Ok(p) => processes.push((p, pid)),
-            Err(reason) => damage.push(format!("{reason}; process skipped")),
+            Err(reason) => {
+                damage.push(format!("{reason}; process skipped"));
+                skipped += 1;
+            }
         }
     }
     processes.sort_by_key(|(p, pid)| (p.info.start_unix_ns, *pid, p.image));
@@ -142,6 +149,7 @@ pub fn open(dir: &Path) -> Result<Trace, FormatError> {
         info,
         processes: processes.into_iter().map(|(p, _)| p).collect(),
         damage,
+        skipped,
     })
 }
 
