@@ -94,23 +94,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let progress = Progress::new(&threads, 1, "dump");
     let demangle = !args.no_demangle;
 
+    // Whether the output is empty, or why there is none.
     let (events, damage, empty) = if args.chrome {
         let summary = chrome::write(sink.out(), &trace, &threads, demangle, &progress)?;
-        (summary.events, summary.damage, summary.events == 0)
+        (summary.events, summary.damage, Ok(summary.events == 0))
     } else if args.perfetto {
         let stats = perfetto::write(sink.out(), &trace, &threads, demangle, &progress)?;
-        (stats.events, stats.damage, stats.events == 0)
+        (stats.events, stats.damage, Ok(stats.events == 0))
     } else if args.firefox {
         let stats = firefox::write_firefox(&trace, &threads, sink.out(), demangle, &progress)?;
-        (stats.events, stats.damage, stats.events == 0)
+        (stats.events, stats.damage, Ok(stats.events == 0))
     } else {
         let stacks = folded::collect(&threads, args.per_thread, demangle, &progress);
-        folded::write(sink.out(), &stacks.lines)?;
-        (stacks.events, stacks.damage, stacks.lines.is_empty())
+        let lines = stacks.lines();
+        if let Ok(lines) = &lines {
+            folded::write(sink.out(), lines)?;
+        }
+        (stacks.events, stacks.damage, lines.map(|l| l.is_empty()))
     };
     progress.finish();
     trace::warn_damage(&trace.damage);
     trace::warn_damage(&damage);
+    let empty = empty.map_err(|why| anyhow::anyhow!("{}: {why}", args.dir.display()))?;
     if empty {
         return nothing::fail(nothing::no_durations(&trace, &args.dir, events));
     }

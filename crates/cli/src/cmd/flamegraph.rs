@@ -69,19 +69,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let progress = Progress::new(&threads, passes, "flamegraph");
     let (lines, events, damage) = if args.flamechart {
         let chart = chart::collect(&threads, demangle, &progress);
-        (chart.lines, chart.events, chart.damage)
+        (chart.text(), chart.events, chart.damage)
     } else {
         let stacks = folded::collect(&threads, args.per_thread, demangle, &progress);
-        let lines = stacks
-            .lines
-            .iter()
-            .map(|(stack, ns)| format!("{stack} {ns}"))
-            .collect();
+        let lines = stacks.lines().map(|lines| {
+            lines
+                .iter()
+                .map(|(stack, ns)| format!("{stack} {ns}"))
+                .collect::<Vec<_>>()
+        });
         (lines, stacks.events, stacks.damage)
     };
     progress.finish();
     trace::warn_damage(&trace.damage);
     trace::warn_damage(&damage);
+    let lines = lines.map_err(|why| anyhow::anyhow!("{}: {why}", args.dir.display()))?;
     if !lines.iter().any(|l| !l.ends_with(" 0")) {
         return nothing::fail(nothing::no_durations(&trace, &args.dir, events));
     }

@@ -112,6 +112,7 @@ pub fn replay(dir: &Path, settings: &Settings) -> anyhow::Result<()> {
         let mut view = ProcessView::new(&style, process, merge.len(), settings.demangle);
         view.run(&mut out, &mut merge)?;
         damage.extend(merge.damage());
+        damage.extend(view.notes(&merge));
     }
     out.flush()?;
     drop(out);

@@ -211,7 +211,11 @@ impl Builder<'_> {
             match ev.kind {
                 EventKind::Entry => {
                     entries = true;
+                    let depth = builder.depth();
                     builder.push(&ev, &mut done);
+                    if builder.depth() == depth {
+                        continue; // Left out: nested too deep.
+                    }
                     let stack = self.stack(t, open.last().copied(), ev.fid);
                     open.push(stack);
                     t.sampler.at(&mut self.profile, ev.ns, Some(stack));
@@ -254,6 +258,7 @@ impl Builder<'_> {
         self.stats.lost += events.lost();
         self.stats.lost_chunks += events.lost_chunks();
         self.stats.damage.extend(events.damage().map(str::to_string));
+        self.stats.damage.extend(builder.note(events.label()));
         let (_, last) = span?;
         // Calls still open end here, then come the `--time-filter` calls.
         let unfinished = builder.depth();
