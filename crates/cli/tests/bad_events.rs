@@ -13,6 +13,7 @@ use common::Work;
 use fntrace_format::write::ChunkBuilder;
 
 /// The function ids of [`trace`].
+const MAIN: u32 = 0;
 const F: u32 = 1;
 const G: u32 = 2;
 
@@ -31,6 +32,22 @@ fn find<'r>(runs: &'r [Run], args: &[&str]) -> &'r Run {
     runs.iter()
         .find(|r| r.args[..args.len()] == *args)
         .unwrap_or_else(|| panic!("{args:?}"))
+}
+
+#[test]
+fn a_time_gap_of_584_years() {
+    let work = Work::new("bad-events-gap");
+    // ENTRY, TIME u64::MAX, ENTRY: 64 bytes.
+    let d = trace(&work, |c| {
+        c.entry(MAIN, T0).entry(F, u64::MAX);
+    });
+    let size = std::fs::metadata(d.dir.join("p1/t1.events")).unwrap().len();
+    assert_eq!(size, 64);
+    let runs = every_reader(d.path());
+    let firefox = find(&runs, &["dump", "--firefox"]);
+    assert_eq!(firefox.code(), Some(0), "{}", firefox.stderr());
+    let profile: serde_json::Value = serde_json::from_str(&firefox.stdout()).unwrap();
+    assert_eq!(profile["meta"]["product"], "fntrace");
 }
 
 #[test]
