@@ -4,6 +4,7 @@
 //! Perfetto, Perfetto's own protobuf, folded stacks for flamegraph.pl,
 //! inferno and speedscope, the Firefox Profiler's processed format.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -87,10 +88,11 @@ pub struct Args {
     no_demangle: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `fntrace dump`, writing to `-o FILE` or else to `out`.
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let trace = trace::open(&args.dir)?;
     let threads = selected(&trace, &args.dir, &args.tid)?;
-    let mut sink = Sink::create(args.output.as_deref())?;
+    let mut sink = Sink::create(args.output.as_deref(), out)?;
     let progress = Progress::new(&threads, 1, "dump");
     let demangle = !args.no_demangle;
 

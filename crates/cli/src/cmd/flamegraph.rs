@@ -2,6 +2,7 @@
 //! flame graph of the trace's self times (Brendan Gregg's flame graphs,
 //! drawn by the `inferno` crate), or a flame chart in time order.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -59,10 +60,11 @@ pub struct Args {
     no_demangle: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `fntrace flamegraph`, writing to `-o FILE` or else to `out`.
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let trace = trace::open(&args.dir)?;
     let threads = selected(&trace, &args.dir, &args.tid)?;
-    let mut sink = Sink::create(args.output.as_deref())?;
+    let mut sink = Sink::create(args.output.as_deref(), out)?;
     let demangle = !args.no_demangle;
 
     let passes = if args.flamechart { 2 } else { 1 };

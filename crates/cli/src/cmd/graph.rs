@@ -43,7 +43,8 @@ pub struct Args {
     no_demangle: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `fntrace graph`, writing to `out`.
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let (dir, func) = match args.args.as_slice() {
         [] => (PathBuf::from(layout::DEFAULT_DIR), None),
         [one] if one.contains('/') || PathBuf::from(one).is_dir() => (PathBuf::from(one), None),
@@ -80,7 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     });
 
     let (callers, callees) = adjacency(&stats);
-    let mut out = BufWriter::new(io::stdout().lock());
+    let mut out = BufWriter::new(out);
     for (i, name) in shown.iter().enumerate() {
         if i > 0 {
             writeln!(out)?;

@@ -2,7 +2,7 @@
 //! process, and every damage note (uftrace info, trace-cmd stat).
 
 use std::fmt::Write as _;
-use std::io::{self, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -46,7 +46,8 @@ impl Sheet {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `fntrace info`, writing to `out`.
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let trace = trace::open(&args.dir)?;
     let mut sheet = Sheet { text: String::new() };
     let mut damage = trace.damage.clone();
@@ -68,7 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         sheet.blank();
         sheet.item("damage", damage.join("\n"));
     }
-    let mut out = BufWriter::new(io::stdout().lock());
+    let mut out = BufWriter::new(out);
     out.write_all(sheet.text.as_bytes())?;
     out.flush()?;
     let profiles = trace.processes.iter().any(|p| p.profile.is_some());

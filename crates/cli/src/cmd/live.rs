@@ -48,7 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Err(code) => return Ok(code),
         };
         let settings = Settings::new(&args.display, Vec::new(), Vec::new());
-        if let Err(e) = replay::replay(&dir, &settings) {
+        if let Err(e) = replay::replay(&dir, &settings, &mut std::io::stdout().lock()) {
             let Some(nothing) = e.downcast_ref::<NothingToShow>() else {
                 return Err(e);
             };

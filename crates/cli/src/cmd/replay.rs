@@ -2,7 +2,7 @@
 //! function_graph layout, the threads of each process merged by time
 //! (uftrace replay, `trace-cmd report` of function_graph).
 
-use std::io::{self, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -66,14 +66,15 @@ impl Settings {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `fntrace replay`, writing to `out`.
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let settings = Settings::new(&args.display, args.filter, args.notrace);
-    replay(&args.dir, &settings)?;
+    replay(&args.dir, &settings, out)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Prints the trace in `dir` on standard output.
-pub fn replay(dir: &Path, settings: &Settings) -> anyhow::Result<()> {
+/// Writes the trace in `dir` to `out`.
+pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::Result<()> {
     let trace = trace::open(dir)?;
     trace::check_tids(&trace, &settings.tids)?;
     let selected = trace::select(&trace, &settings.tids);
@@ -96,7 +97,7 @@ pub fn replay(dir: &Path, settings: &Settings) -> anyhow::Result<()> {
         trace::warn_damage(&damage);
         return nothing::fail(nothing::no_events(&trace, dir));
     }
-    let mut out = BufWriter::new(io::stdout().lock());
+    let mut out = BufWriter::new(out);
     writeln!(out, "{}", style.header(is_function_tracer(&trace)))?;
     for (process, tids) in &selected {
         if selected.len() > 1 {

@@ -73,7 +73,8 @@ struct Row<'a> {
     avg_ns: u64,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `fntrace report`, writing to `out`.
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let trace = trace::open(&args.dir)?;
     trace::check_tids(&trace, &args.tid)?;
     trace::warn_damage(&trace.damage);
@@ -95,7 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if rows.is_empty() {
         return nothing::fail(nothing::no_calls(&trace, &args.dir, stats.events));
     }
-    let mut out = BufWriter::new(io::stdout().lock());
+    let mut out = BufWriter::new(out);
     if args.json {
         let json: Vec<Row<'_>> = rows
             .iter()

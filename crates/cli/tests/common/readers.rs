@@ -6,20 +6,9 @@ use std::process::Output;
 
 use super::fntrace_bounded;
 
-/// Each reader and each of its output formats.
-pub const READERS: &[&[&str]] = &[
-    &["replay"],
-    &["report"],
-    &["report", "--json"],
-    &["graph"],
-    &["info"],
-    &["dump", "--chrome"],
-    &["dump", "--perfetto"],
-    &["dump", "--folded"],
-    &["dump", "--firefox"],
-    &["flamegraph"],
-    &["flamegraph", "--flamechart"],
-];
+/// Each reader, with each of its output formats and some options: the
+/// list the fuzz target runs.
+pub use fntrace::readers::READERS;
 
 /// One reader's run.
 pub struct Run {
