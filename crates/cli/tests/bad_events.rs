@@ -11,6 +11,7 @@ use common::readers::{every_reader, Run};
 use common::tracedata::{chunk, DataDir, T0};
 use common::Work;
 use fntrace_format::write::ChunkBuilder;
+use fntrace_format::FunctionEntry;
 
 /// The function ids of [`trace`].
 const MAIN: u32 = 0;
@@ -128,4 +129,45 @@ fn exits_that_match_no_open_call() {
     assert!(folded
         .stderr()
         .contains("bytes of text, more than the 256 MiB limit"));
+}
+
+#[test]
+fn callers_inside_many_overlapping_functions() {
+    // `main` spans the address space and 200,000 small functions lie at its
+    // start; every caller address (tracer `function`) is past them, inside
+    // `main`: finding it must not walk back over the small ones.
+    const N: u32 = 200_000;
+    let work = Work::new("bad-events-callers");
+    let d = DataDir::new(&work, "t.data");
+    d.info(&["./prog"], "function", 0, 1_000_000);
+    d.process(1, &["./prog"], "function", &["main"]);
+    let entry = |fid, address, size, name: &str| {
+        FunctionEntry {
+            fid,
+            module: "/work/prog".into(),
+            address,
+            size,
+            name: name.into(),
+        }
+        .to_line()
+    };
+    let mut table = entry(0, 0x1000, u64::MAX - 0x1000, "main");
+    for fid in 1..N {
+        table.push_str(&entry(
+            fid,
+            0x10_0000 + 16 * u64::from(fid),
+            8,
+            &format!("f{fid}"),
+        ));
+    }
+    std::fs::write(d.dir.join("p1/functions.tsv"), table).unwrap();
+    let mut c = chunk(1, 0);
+    for i in 0..N {
+        c.entry_caller(1 + i % (N - 1), T0 + u64::from(i), 0x1000_0000 + u64::from(i));
+    }
+    d.thread(1, 1, &[&c]);
+    for run in every_reader(d.path()) {
+        let ok = run.code() == Some(0) || run.stderr().contains("function tracer");
+        assert!(ok, "{:?}: {}", run.args, run.stderr());
+    }
 }
