@@ -5,16 +5,27 @@
 //! error of several lines is a failure.
 #![no_main]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use fntrace::readers::{self, packed, READERS};
 use libfuzzer_sys::fuzz_target;
 
-/// The scratch data directory of this fuzzing process.
+/// The scratch data directory of this fuzzing process: in memory
+/// (`/dev/shm`) where there is one, since a disk shared with other work
+/// can stall a file removal for seconds, which libFuzzer reports as a
+/// timeout.
 fn scratch() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| std::env::temp_dir().join(format!("fntrace-fuzz-readers-{}/d", std::process::id())))
+    DIR.get_or_init(|| {
+        let shm = Path::new("/dev/shm");
+        let base = if shm.is_dir() {
+            shm.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        base.join(format!("fntrace-fuzz-readers-{}/d", std::process::id()))
+    })
 }
 
 fuzz_target!(|data: &[u8]| {
