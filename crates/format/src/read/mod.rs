@@ -14,9 +14,10 @@
 //! - a thread file is read up to its first damage, noted in
 //!   [`ThreadEvents::damage`].
 //!
-//! Every file is read through [`file`]: only regular files, never more than
-//! their size nor a limit for their kind; one that is not read is damage
-//! like any other (`p12/process.json: is a FIFO, not a regular file`).
+//! Every file is read through [`file`](mod@file): only regular files,
+//! never more than their size nor a limit for their kind; one that is not
+//! read is damage like any other (`p12/process.json: is a FIFO, not a
+//! regular file`).
 
 mod error;
 mod events;
