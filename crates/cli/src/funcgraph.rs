@@ -10,11 +10,17 @@
 //! An entry immediately followed by its own exit (in its thread) is one
 //! line. Entries with a caller (tracer `function`) print as the kernel's
 //! `function` tracer does: `TID)  SECONDS: func <-caller+0xoff`.
+//!
+//! Indentation stops growing at [`MAX_INDENT`] levels; a deeper line
+//! starts with its level instead (`[depth 70] f() {`). At most
+//! `MAX_DEPTH` (`fntrace_format::stack`) calls of a thread are open: deeper entries are left out
+//! with a damage note ([`ProcessView::notes`]).
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 
 use fntrace_format::read::{Event, EventKind, Process};
+use fntrace_format::stack::CallStack;
 use fntrace_sites::filter::Filter;
 
 use crate::merge::Merge;
@@ -46,9 +52,12 @@ impl Style {
     }
 }
 
+/// Levels of indentation shown; deeper lines are indented as much and
+/// start with their level.
+pub const MAX_INDENT: usize = 64;
+
 /// An open call of a thread.
 struct Frame {
-    fid: u32,
     start_ns: u64,
     /// Inside a call `-F` selects (or there is no `-F`).
     inside: bool,
@@ -75,11 +84,9 @@ pub struct ProcessView<'s, 'p> {
     names: Names<'p>,
     /// The process start (ns), the origin of `function` tracer timestamps.
     start_ns: u64,
-    stacks: Vec<Vec<Frame>>,
+    stacks: Vec<CallStack<Frame>>,
     /// `(-F selects, -N hides)` per function.
     matches: HashMap<u32, (bool, bool)>,
-    /// Events seen.
-    pub events: u64,
 }
 
 impl<'s, 'p> ProcessView<'s, 'p> {
@@ -88,19 +95,24 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             style,
             names: Names::new(&process.functions, demangle),
             start_ns: process.info.clock.mono0_ns,
-            stacks: (0..threads).map(|_| Vec::new()).collect(),
+            stacks: (0..threads).map(|_| CallStack::new()).collect(),
             matches: HashMap::new(),
-            events: 0,
         }
     }
 
     /// Prints every event of `merge`.
     pub fn run(&mut self, out: &mut impl Write, merge: &mut Merge) -> io::Result<()> {
         while let Some((i, ev)) = merge.next_event() {
-            self.events += 1;
             self.event(out, merge, i, ev)?;
         }
         Ok(())
+    }
+
+    /// The damage notes of threads with entries nested too deep, left out.
+    pub fn notes(&self, merge: &Merge) -> Vec<String> {
+        (0..self.stacks.len())
+            .filter_map(|i| self.stacks[i].note(merge.label(i)))
+            .collect()
     }
 
     fn matches(&mut self, fid: u32) -> (bool, bool) {
@@ -119,7 +131,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
 
     fn context(&self, i: usize) -> Context {
         match self.stacks[i].last() {
-            Some(f) => Context {
+            Some((_, f)) => Context {
                 inside: f.inside,
                 hidden: f.hidden,
                 level: f.level,
@@ -147,27 +159,26 @@ impl<'s, 'p> ProcessView<'s, 'p> {
         match ev.kind {
             EventKind::Entry => {
                 let (shown, inside, hidden) = self.shown(ctx, ev.fid);
-                if shown {
-                    let leaf = merge
-                        .peek(i)
-                        .is_some_and(|next| next.kind == EventKind::Exit && next.fid == ev.fid);
-                    if leaf {
-                        let exit = merge.take(i).map_or(ev.ns, |e| e.ns);
-                        self.events += 1;
-                        let text = format!("{};", called(self.names.shown(ev.fid)));
-                        return self.line(out, tid, Some(exit.saturating_sub(ev.ns)), ctx.level, &text);
-                    }
-                    let text = format!("{} {{", called(self.names.shown(ev.fid)));
-                    self.line(out, tid, None, ctx.level, &text)?;
+                let leaf = merge
+                    .peek(i)
+                    .is_some_and(|next| next.kind == EventKind::Exit && next.fid == ev.fid);
+                if shown && leaf {
+                    let exit = merge.take(i).map_or(ev.ns, |e| e.ns);
+                    let text = format!("{};", called(self.names.shown(ev.fid)));
+                    return self.line(out, tid, Some(exit.saturating_sub(ev.ns)), ctx.level, &text);
                 }
-                self.stacks[i].push(Frame {
-                    fid: ev.fid,
+                let frame = Frame {
                     start_ns: ev.ns,
                     inside,
                     hidden,
                     shown,
                     level: ctx.level + usize::from(shown),
-                });
+                };
+                // A call left out (too deep) is not shown.
+                if self.stacks[i].push(ev.fid, frame) && shown {
+                    let text = format!("{} {{", called(self.names.shown(ev.fid)));
+                    self.line(out, tid, None, ctx.level, &text)?;
+                }
                 Ok(())
             }
             EventKind::Exit => self.close(out, i, tid, ev, false),
@@ -218,7 +229,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
         ev: Event,
         unwound: bool,
     ) -> io::Result<()> {
-        let Some(pos) = self.stacks[i].iter().rposition(|f| f.fid == ev.fid) else {
+        let Some(pos) = self.stacks[i].position(ev.fid) else {
             let ctx = self.context(i);
             if self.shown(ctx, ev.fid).0 {
                 let text = self.closing(ev.fid, unwound);
@@ -227,10 +238,12 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             return Ok(());
         };
         while self.stacks[i].len() > pos {
-            let Some(frame) = self.stacks[i].pop() else { break };
+            let Some((fid, frame)) = self.stacks[i].pop() else {
+                break;
+            };
             if frame.shown {
                 let this = self.stacks[i].len() == pos;
-                let text = self.closing(frame.fid, unwound || !this);
+                let text = self.closing(fid, unwound || !this);
                 let dur = ev.ns.saturating_sub(frame.start_ns);
                 self.line(out, tid, Some(dur), frame.level - 1, &text)?;
             }
@@ -257,15 +270,19 @@ impl<'s, 'p> ProcessView<'s, 'p> {
         text: &str,
     ) -> io::Result<()> {
         let w = self.style.width;
-        let indent = level * 2;
+        let indent = level.min(MAX_INDENT) * 2;
+        let depth = match level >= MAX_INDENT {
+            true => format!("[depth {level}] "),
+            false => String::new(),
+        };
         match dur {
-            None => writeln!(out, " {tid:>w$})               |  {:indent$}{text}", ""),
+            None => writeln!(out, " {tid:>w$})               |  {:indent$}{depth}{text}", ""),
             Some(ns) => {
                 let m = mark(ns);
                 let (on, off) = self.paint(m);
                 writeln!(
                     out,
-                    " {tid:>w$}) {on}{m} {}{off}|  {:indent$}{text}",
+                    " {tid:>w$}) {on}{m} {}{off}|  {:indent$}{depth}{text}",
                     graph_duration(ns),
                     ""
                 )

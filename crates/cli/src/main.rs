@@ -1,24 +1,14 @@
-//! `fntrace`: the command line. One module per subcommand under `cmd/`;
-//! clap turns the arguments into plain structs here, at the edge.
+//! `fntrace`: the command line. One module per subcommand under the
+//! library's `cmd/`; clap turns the arguments into plain structs here, at
+//! the edge.
 #![forbid(unsafe_code)]
 
-mod cmd;
-mod control;
-mod export;
-mod forward;
-mod funcgraph;
-mod inject;
-mod launch;
-mod merge;
-mod options;
-mod output;
-mod stats;
-mod trace;
-mod units;
-
+use std::io;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use fntrace::readers::Reader;
+use fntrace::{cmd, is_broken_pipe};
 
 /// A dynamic function tracer for Linux user-space programs.
 #[derive(Parser)]
@@ -34,12 +24,8 @@ enum Command {
     Live(cmd::live::Args),
     Attach(cmd::attach::Args),
     Ctl(cmd::ctl::Args),
-    Replay(cmd::replay::Args),
-    Report(cmd::report::Args),
-    Graph(cmd::graph::Args),
-    Info(cmd::info::Args),
-    Dump(cmd::dump::Args),
-    Flamegraph(cmd::flamegraph::Args),
+    #[command(flatten)]
+    Reader(Reader),
     List(cmd::list::Args),
     Recordmcount(cmd::recordmcount::Args),
 }
@@ -54,18 +40,13 @@ fn main() -> ExitCode {
         Command::Live(args) => cmd::live::run(args),
         Command::Attach(args) => cmd::attach::run(args),
         Command::Ctl(args) => cmd::ctl::run(args),
-        Command::Replay(args) => cmd::replay::run(args),
-        Command::Report(args) => cmd::report::run(args),
-        Command::Graph(args) => cmd::graph::run(args),
-        Command::Info(args) => cmd::info::run(args),
-        Command::Dump(args) => cmd::dump::run(args),
-        Command::Flamegraph(args) => cmd::flamegraph::run(args),
+        Command::Reader(reader) => reader.run(&mut io::stdout().lock()),
         Command::List(args) => cmd::list::run(&args),
         Command::Recordmcount(args) => cmd::recordmcount::run(&args),
     };
     match result {
         Ok(code) => code,
-        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fntrace: error: {e:#}");
             ExitCode::FAILURE

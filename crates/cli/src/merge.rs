@@ -83,6 +83,11 @@ impl Merge {
         self.streams[i].tid
     }
 
+    /// The name of thread `i`'s file in damage notes.
+    pub fn label(&self, i: usize) -> &str {
+        self.streams[i].events.label()
+    }
+
     /// The number of threads.
     pub fn len(&self) -> usize {
         self.streams.len()

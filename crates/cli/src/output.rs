@@ -4,7 +4,7 @@
 use std::io;
 use std::path::Path;
 
-use anyhow::Context;
+use fntrace_format::read::file;
 
 /// True if the error is a write to a closed pipe.
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -13,12 +13,13 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
         .any(|e| e.kind() == io::ErrorKind::BrokenPipe)
 }
 
-/// Reads a whole input file, with its path in the error.
+/// The largest binary `fntrace list`, `record` and `recordmcount` read.
+pub const BINARY_LIMIT: u64 = 4 << 30;
+
+/// Reads a whole input binary (a regular file of at most
+/// [`BINARY_LIMIT`]), with its path in the error.
 pub fn read_input(path: &Path) -> anyhow::Result<Vec<u8>> {
-    if path.is_dir() {
-        anyhow::bail!("{}: is a directory", path.display());
-    }
-    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+    file::read_limited(path, BINARY_LIMIT).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 /// The file name of a path, for messages and module matching.

@@ -144,6 +144,7 @@ fn tally_events(process: &Process, tids: &[u32], stats: &mut Stats) -> Tally {
                 tally.add(&call, &mut levels);
             }
         }
+        stats.damage.extend(builder.note(events.label()));
         builder.finish(last_ns, &mut calls);
         for call in calls.drain(..) {
             tally.add(&call, &mut levels);

@@ -12,6 +12,20 @@ fn info(d: &DataDir) -> (String, String) {
     (out.replace(d.path(), "DIR"), stderr)
 }
 
+/// `fntrace info DIR` on a trace with nothing to show: what it found on
+/// stdout, then one error line and exit status 1.
+fn info_nothing(d: &DataDir, why: &str) -> String {
+    let out = fntrace_output(&["info", d.path()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("fntrace: error: ") && stderr.contains(why),
+        "{stderr}"
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[test]
 fn processes_threads_and_losses() {
     let work = Work::new("info-threads");
@@ -58,7 +72,7 @@ fn signal_and_unfinished_runs() {
     run.end_unix_ns = Some(2_000_000_000);
     run.start_unix_ns = 1_000_000_000;
     std::fs::write(d.dir.join("info.json"), run.to_json()).unwrap();
-    let (out, _) = info(&d);
+    let out = info_nothing(&d, "no process was recorded");
     assert!(
         out.contains("exit status         : killed by signal 11 (SIGSEGV)\n"),
         "{out}"
@@ -69,7 +83,7 @@ fn signal_and_unfinished_runs() {
     run.signal = None;
     run.end_unix_ns = None;
     std::fs::write(d.dir.join("info.json"), run.to_json()).unwrap();
-    let (out, _) = info(&d);
+    let out = info_nothing(&d, "no process was recorded");
     assert!(out.contains("the run did not end"), "{out}");
 }
 

@@ -82,10 +82,8 @@ fn truncated_thread_file() {
 fn profile_trace_has_nothing_to_replay() {
     let work = Work::new("replay-profile");
     let d = scenarios::profile(&work);
-    let (out, err) = replay(&[d.path()]);
-    assert_eq!(out, "");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("profile tracer"), "{err}");
+    let out = fntrace_output(&["replay", d.path()]);
+    assert_fails(&out, 1, "profile tracer");
 }
 
 #[test]
@@ -93,16 +91,13 @@ fn empty_trace_says_so() {
     let work = Work::new("replay-empty");
     let d = common::tracedata::DataDir::new(&work, "empty.data");
     d.info(&["./prog"], "function_graph", 0, 1000);
-    let (out, err) = replay(&[d.path()]);
-    assert_eq!(out, "");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("no process was recorded"), "{err}");
+    let out = fntrace_output(&["replay", d.path()]);
+    assert_fails(&out, 1, "no process was recorded");
 
     d.process(1, &["./prog"], "function_graph", &["main"]);
     d.thread(1, 1, &[]);
-    let (out, err) = replay(&[d.path()]);
-    assert_eq!(out, "# TID    DURATION       FUNCTION\n");
-    assert!(err.contains("has no events"), "{err}");
+    let out = fntrace_output(&["replay", d.path()]);
+    assert_fails(&out, 1, "has no events");
 }
 
 #[test]

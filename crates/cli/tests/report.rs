@@ -177,11 +177,10 @@ fn empty_and_missing() {
     let work = Work::new("report-empty");
     let d = common::tracedata::DataDir::new(&work, "empty.data");
     d.info(&["./prog"], "function_graph", 0, 1000);
-    let (out, err) = fntrace_ok(&["report", d.path()]);
-    assert_eq!(out, "");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    let (out, _) = fntrace_ok(&["report", "--json", d.path()]);
-    assert_eq!(out.trim(), "[]");
+    let out = fntrace_output(&["report", d.path()]);
+    assert_fails(&out, 1, "no process was recorded");
+    let out = fntrace_output(&["report", "--json", d.path()]);
+    assert_fails(&out, 1, "no process was recorded");
     let out = fntrace_output(&["report", "/nonexistent/x.data"]);
     assert_fails(&out, 1, "cannot read");
     let out = fntrace_output(&["graph", "/nonexistent/x.data"]);

@@ -18,7 +18,9 @@
 //!   end <= parent.end`); of two calls with the same span, the one that
 //!   arrived later is the parent (it returned later); spans that overlap
 //!   without containment (damaged data) are not nested;
-//! - `Lost` and `Mark` events change nothing.
+//! - `Lost` and `Mark` events change nothing;
+//! - at most [`MAX_DEPTH`](crate::stack::MAX_DEPTH) calls are open: a
+//!   deeper entry is left out ([`CallBuilder::note`]).
 //!
 //! A runtime never mixes `Call` events with `Entry`/`Exit` events in one
 //! thread. If a trace does, the two kinds form separate trees: `Call`
@@ -29,6 +31,7 @@
 //! least its start and times subtract with saturation.
 
 use crate::read::{Event, EventKind};
+use crate::stack::CallStack;
 
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +74,6 @@ impl Call {
 /// A call that has been entered and not yet left.
 #[derive(Debug, Clone)]
 struct Open {
-    fid: u32,
     start_ns: u64,
     child_ns: u64,
 }
@@ -79,7 +81,7 @@ struct Open {
 /// Builds the calls of one thread from its events.
 #[derive(Debug, Clone, Default)]
 pub struct CallBuilder {
-    stack: Vec<Open>,
+    stack: CallStack<Open>,
     whole: Vec<Whole>,
 }
 
@@ -94,14 +96,24 @@ impl CallBuilder {
         self.stack.len()
     }
 
+    /// The damage note of thread file `label` when entries nested deeper
+    /// than [`MAX_DEPTH`](crate::stack::MAX_DEPTH) were left out.
+    pub fn note(&self, label: &str) -> Option<String> {
+        self.stack.note(label)
+    }
+
     /// Feeds the next event; calls it finishes are appended to `out`.
     pub fn push(&mut self, ev: &Event, out: &mut Vec<Call>) {
         match ev.kind {
-            EventKind::Entry | EventKind::EntryCaller(_) => self.stack.push(Open {
-                fid: ev.fid,
-                start_ns: ev.ns,
-                child_ns: 0,
-            }),
+            EventKind::Entry | EventKind::EntryCaller(_) => {
+                self.stack.push(
+                    ev.fid,
+                    Open {
+                        start_ns: ev.ns,
+                        child_ns: 0,
+                    },
+                );
+            }
             EventKind::Exit => self.close(ev.fid, ev.ns, End::Returned, out),
             EventKind::Unwind => self.close(ev.fid, ev.ns, End::Unwound, out),
             EventKind::Call { dur_ns } => {
@@ -123,7 +135,7 @@ impl CallBuilder {
     }
 
     fn close(&mut self, fid: u32, ns: u64, end: End, out: &mut Vec<Call>) {
-        let Some(i) = self.stack.iter().rposition(|o| o.fid == fid) else {
+        let Some(i) = self.stack.position(fid) else {
             return;
         };
         while self.stack.len() > i + 1 {
@@ -133,7 +145,7 @@ impl CallBuilder {
     }
 
     fn pop(&mut self, ns: u64, end: End, out: &mut Vec<Call>) {
-        let Some(open) = self.stack.pop() else {
+        let Some((fid, open)) = self.stack.pop() else {
             return;
         };
         let end_ns = ns.max(open.start_ns);
@@ -142,8 +154,8 @@ impl CallBuilder {
             parent.child_ns = parent.child_ns.saturating_add(total);
         }
         out.push(Call {
-            fid: open.fid,
-            parent: self.stack.last().map(|p| p.fid),
+            fid,
+            parent: self.stack.last().map(|(p, _)| *p),
             depth: u32::try_from(self.stack.len()).unwrap_or(u32::MAX),
             start_ns: open.start_ns,
             end_ns,

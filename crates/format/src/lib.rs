@@ -16,7 +16,8 @@
 //! - [`read`]: [`open`] a data directory into a [`Trace`], stream a
 //!   thread's [`Event`]s, with damage notes instead of failures wherever the
 //!   data allows;
-//! - [`calls`]: events turned into [`Call`]s with self times.
+//! - [`calls`]: events turned into [`Call`]s with self times;
+//! - [`stack`]: the calls a thread has open, bounded, for every reader.
 //!
 //! Malformed input gives an error or a damage note, never a panic.
 #![forbid(unsafe_code)]
@@ -30,6 +31,7 @@ pub mod limits;
 pub mod meta;
 pub mod read;
 pub mod replace;
+pub mod stack;
 pub mod write;
 
 pub use calls::{Call, CallBuilder, End};
@@ -39,4 +41,5 @@ pub use meta::{Clock, FunctionEntry, ModuleInfo, ProcessInfo, ProfileRow, RunInf
 pub use read::{
     open, Event, EventKind, FormatError, Functions, Process, RawEvents, RawItem, ThreadEvents, Trace,
 };
+pub use stack::CallStack;
 pub use write::ChunkBuilder;

@@ -4,16 +4,17 @@
 //! Perfetto, Perfetto's own protobuf, folded stacks for flamegraph.pl,
 //! inferno and speedscope, the Firefox Profiler's processed format.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use fntrace_format::layout;
 use fntrace_format::read::{Process, Trace};
 
-use crate::cmd::replay::empty_reason;
 use crate::export::progress::Progress;
 use crate::export::sink::Sink;
 use crate::export::{chrome, firefox, folded, perfetto};
+use crate::nothing;
 use crate::trace;
 
 const AFTER_HELP: &str = "\
@@ -87,32 +88,38 @@ pub struct Args {
     no_demangle: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `fntrace dump`, writing to `-o FILE` or else to `out`.
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let trace = trace::open(&args.dir)?;
     let threads = selected(&trace, &args.dir, &args.tid)?;
-    let mut sink = Sink::create(args.output.as_deref())?;
+    let mut sink = Sink::create(args.output.as_deref(), out)?;
     let progress = Progress::new(&threads, 1, "dump");
     let demangle = !args.no_demangle;
 
+    // Whether the output is empty, or why there is none.
     let (events, damage, empty) = if args.chrome {
         let summary = chrome::write(sink.out(), &trace, &threads, demangle, &progress)?;
-        (summary.events, summary.damage, summary.events == 0)
+        (summary.events, summary.damage, Ok(summary.events == 0))
     } else if args.perfetto {
         let stats = perfetto::write(sink.out(), &trace, &threads, demangle, &progress)?;
-        (stats.events, stats.damage, stats.events == 0)
+        (stats.events, stats.damage, Ok(stats.events == 0))
     } else if args.firefox {
         let stats = firefox::write_firefox(&trace, &threads, sink.out(), demangle, &progress)?;
-        (stats.events, stats.damage, stats.events == 0)
+        (stats.events, stats.damage, Ok(stats.events == 0))
     } else {
         let stacks = folded::collect(&threads, args.per_thread, demangle, &progress);
-        folded::write(sink.out(), &stacks.lines)?;
-        (stacks.events, stacks.damage, stacks.lines.is_empty())
+        let lines = stacks.lines();
+        if let Ok(lines) = &lines {
+            folded::write(sink.out(), lines)?;
+        }
+        (stacks.events, stacks.damage, lines.map(|l| l.is_empty()))
     };
     progress.finish();
     trace::warn_damage(&trace.damage);
     trace::warn_damage(&damage);
+    let empty = empty.map_err(|why| anyhow::anyhow!("{}: {why}", args.dir.display()))?;
     if empty {
-        anyhow::bail!(nothing_to_show(&trace, &args.dir, events));
+        return nothing::fail(nothing::no_durations(&trace, &args.dir, events));
     }
     sink.commit()?;
     Ok(ExitCode::SUCCESS)
@@ -129,24 +136,7 @@ pub fn selected<'t>(
     let threads = trace::select(trace, tids);
     if threads.is_empty() {
         trace::warn_damage(&trace.damage);
-        anyhow::bail!(empty_reason(trace, dir));
+        return nothing::fail(nothing::no_events(trace, dir));
     }
     Ok(threads)
-}
-
-/// Why a trace gives no output: no events, or no call with a duration
-/// (folded stacks, flame graphs).
-pub fn nothing_to_show(trace: &Trace, dir: &Path, events: u64) -> String {
-    if events == 0 {
-        return empty_reason(trace, dir);
-    }
-    let function_tracer = trace.processes.iter().all(|p| p.info.tracer == "function");
-    if function_tracer {
-        format!(
-            "{}: recorded with the function tracer, which records entries without durations; see 'fntrace dump --chrome'",
-            dir.display()
-        )
-    } else {
-        format!("{}: no call in the trace lasted any time", dir.display())
-    }
 }

@@ -2,6 +2,7 @@
 //! flame graph of the trace's self times (Brendan Gregg's flame graphs,
 //! drawn by the `inferno` crate), or a flame chart in time order.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -9,10 +10,11 @@ use fntrace_format::layout;
 use fntrace_format::read::Trace;
 use inferno::flamegraph::{self, Options};
 
-use crate::cmd::dump::{nothing_to_show, selected};
+use crate::cmd::dump::selected;
 use crate::export::progress::Progress;
 use crate::export::sink::Sink;
 use crate::export::{chart, folded};
+use crate::nothing;
 use crate::trace::{self, command_line};
 
 const AFTER_HELP: &str = "\
@@ -58,31 +60,34 @@ pub struct Args {
     no_demangle: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `fntrace flamegraph`, writing to `-o FILE` or else to `out`.
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let trace = trace::open(&args.dir)?;
     let threads = selected(&trace, &args.dir, &args.tid)?;
-    let mut sink = Sink::create(args.output.as_deref())?;
+    let mut sink = Sink::create(args.output.as_deref(), out)?;
     let demangle = !args.no_demangle;
 
     let passes = if args.flamechart { 2 } else { 1 };
     let progress = Progress::new(&threads, passes, "flamegraph");
     let (lines, events, damage) = if args.flamechart {
         let chart = chart::collect(&threads, demangle, &progress);
-        (chart.lines, chart.events, chart.damage)
+        (chart.text(), chart.events, chart.damage)
     } else {
         let stacks = folded::collect(&threads, args.per_thread, demangle, &progress);
-        let lines = stacks
-            .lines
-            .iter()
-            .map(|(stack, ns)| format!("{stack} {ns}"))
-            .collect();
+        let lines = stacks.lines().map(|lines| {
+            lines
+                .iter()
+                .map(|(stack, ns)| format!("{stack} {ns}"))
+                .collect::<Vec<_>>()
+        });
         (lines, stacks.events, stacks.damage)
     };
     progress.finish();
     trace::warn_damage(&trace.damage);
     trace::warn_damage(&damage);
+    let lines = lines.map_err(|why| anyhow::anyhow!("{}: {why}", args.dir.display()))?;
     if !lines.iter().any(|l| !l.ends_with(" 0")) {
-        anyhow::bail!(nothing_to_show(&trace, &args.dir, events));
+        return nothing::fail(nothing::no_durations(&trace, &args.dir, events));
     }
 
     let mut options = Options::default();

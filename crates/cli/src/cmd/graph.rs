@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use fntrace_format::layout;
 use fntrace_sites::filter::Filter;
 
-use crate::cmd::replay::empty_reason;
+use crate::nothing;
 use crate::stats::{self, Edge, Request, Stats};
 use crate::trace;
 use crate::units::human;
@@ -43,7 +43,8 @@ pub struct Args {
     no_demangle: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `fntrace graph`, writing to `out`.
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let (dir, func) = match args.args.as_slice() {
         [] => (PathBuf::from(layout::DEFAULT_DIR), None),
         [one] if one.contains('/') || PathBuf::from(one).is_dir() => (PathBuf::from(one), None),
@@ -63,8 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     trace::warn_damage(&stats.damage);
     if stats.functions.is_empty() {
-        eprintln!("fntrace: {}", empty_reason(&trace, &dir));
-        return Ok(ExitCode::SUCCESS);
+        return nothing::fail(nothing::no_calls(&trace, &dir, stats.events));
     }
     let mut shown: Vec<&String> = match &func {
         Some(func) => {
@@ -81,7 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     });
 
     let (callers, callees) = adjacency(&stats);
-    let mut out = BufWriter::new(io::stdout().lock());
+    let mut out = BufWriter::new(out);
     for (i, name) in shown.iter().enumerate() {
         if i > 0 {
             writeln!(out)?;

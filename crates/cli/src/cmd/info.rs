@@ -2,7 +2,7 @@
 //! process, and every damage note (uftrace info, trace-cmd stat).
 
 use std::fmt::Write as _;
-use std::io::{self, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -11,6 +11,7 @@ use fntrace_format::meta::{AttachInfo, Clock, RunInfo, MIN_CALIBRATION_NS, SOURC
 use fntrace_format::read::{EventKind, Process};
 
 use crate::launch::killed_by;
+use crate::nothing;
 use crate::trace::{self, command_line, utc};
 use crate::units::human;
 
@@ -45,7 +46,8 @@ impl Sheet {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `fntrace info`, writing to `out`.
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let trace = trace::open(&args.dir)?;
     let mut sheet = Sheet { text: String::new() };
     let mut damage = trace.damage.clone();
@@ -58,17 +60,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if trace.processes.is_empty() {
         sheet.item("processes", "none recorded (did the runtime load?)");
     }
+    let mut events = 0;
     for process in &trace.processes {
         sheet.blank();
-        process_info(&mut sheet, process, &mut damage);
+        events += process_info(&mut sheet, process, &mut damage);
     }
     if !damage.is_empty() {
         sheet.blank();
         sheet.item("damage", damage.join("\n"));
     }
-    let mut out = BufWriter::new(io::stdout().lock());
+    let mut out = BufWriter::new(out);
     out.write_all(sheet.text.as_bytes())?;
     out.flush()?;
+    let profiles = trace.processes.iter().any(|p| p.profile.is_some());
+    if trace.processes.is_empty() || (events == 0 && !profiles) {
+        return nothing::fail(nothing::no_events(&trace, &args.dir));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -165,7 +172,9 @@ fn joined_or_none(items: &[String], separator: &str) -> String {
     }
 }
 
-fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>) {
+/// Describes `process`; returns how many events and lost-events notes its
+/// threads have.
+fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>) -> u64 {
     let info = &process.info;
     let mut who = format!("pid {}, ppid {}", info.pid, info.ppid);
     if let Some(parent) = &info.parent {
@@ -189,11 +198,16 @@ fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>) 
     sheet.item("  tracer", &info.tracer);
 
     let (mut events, mut lost, mut chunks, mut flight) = (0u64, 0u64, 0u64, false);
+    // Lost-events notes are not events, but they are something to show.
+    let mut notes = 0u64;
     for &tid in &process.tids {
         let mut stream = process.events(tid);
-        events += (&mut stream)
-            .filter(|e| !matches!(e.kind, EventKind::Lost(_)))
-            .count() as u64;
+        for ev in &mut stream {
+            match ev.kind {
+                EventKind::Lost(_) => notes += 1,
+                _ => events += 1,
+            }
+        }
         lost += stream.lost();
         chunks += stream.lost_chunks();
         flight |= stream.flight();
@@ -251,6 +265,7 @@ fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>) 
     sheet.item("  modules", joined_or_none(&modules, "\n"));
     sheet.item("  functions", process.functions.len().to_string());
     sheet.item("  clock", clock(&info.clock));
+    events + notes
 }
 
 /// The clock source and its calibration.

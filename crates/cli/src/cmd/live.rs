@@ -8,13 +8,15 @@ use std::process::ExitCode;
 
 use crate::cmd::record;
 use crate::cmd::replay::{self, Settings};
+use crate::nothing::NothingToShow;
 use crate::options::{DisplayFlags, RecordFlags};
 
 const AFTER_HELP: &str = "\
 The command runs first, with its own output; the trace follows on standard
 output when it ended. The options are those of 'fntrace record' (what to
 record) and of 'fntrace replay' (how to show it). fntrace exits with the
-command's exit status.
+command's exit status, also when the trace has nothing to show (a warning
+says why).
 
 Example:
   fntrace live -D 3 ./prog arg";
@@ -45,7 +47,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(ending) => ending,
             Err(code) => return Ok(code),
         };
-        replay::replay(&dir, &Settings::new(&args.display, Vec::new(), Vec::new()))?;
+        let settings = Settings::new(&args.display, Vec::new(), Vec::new());
+        if let Err(e) = replay::replay(&dir, &settings, &mut std::io::stdout().lock()) {
+            let Some(nothing) = e.downcast_ref::<NothingToShow>() else {
+                return Err(e);
+            };
+            eprintln!("fntrace: warning: {nothing}");
+        }
         Ok(ExitCode::from(ending.exit_code()))
     })();
     let _ = fs::remove_dir_all(&dir);

@@ -2,16 +2,17 @@
 //! function_graph layout, the threads of each process merged by time
 //! (uftrace replay, `trace-cmd report` of function_graph).
 
-use std::io::{self, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use fntrace_format::layout;
-use fntrace_format::read::Trace;
+use fntrace_format::read::{Process, Trace};
 use fntrace_sites::filter::Filter;
 
 use crate::funcgraph::{ProcessView, Style};
 use crate::merge::Merge;
+use crate::nothing;
 use crate::options::{filter_pattern, DisplayFlags};
 use crate::trace::{self, command_line};
 
@@ -65,14 +66,15 @@ impl Settings {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `fntrace replay`, writing to `out`.
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let settings = Settings::new(&args.display, args.filter, args.notrace);
-    replay(&args.dir, &settings)?;
+    replay(&args.dir, &settings, out)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Prints the trace in `dir` on standard output.
-pub fn replay(dir: &Path, settings: &Settings) -> anyhow::Result<()> {
+/// Writes the trace in `dir` to `out`.
+pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::Result<()> {
     let trace = trace::open(dir)?;
     trace::check_tids(&trace, &settings.tids)?;
     let selected = trace::select(&trace, &settings.tids);
@@ -90,12 +92,13 @@ pub fn replay(dir: &Path, settings: &Settings) -> anyhow::Result<()> {
         notrace: Filter::parse(&settings.notrace)?,
     };
 
-    let mut out = BufWriter::new(io::stdout().lock());
     let mut damage = trace.damage.clone();
-    let mut events = 0;
-    if !selected.is_empty() {
-        writeln!(out, "{}", style.header(is_function_tracer(&trace)))?;
+    if !any_events(&selected, &mut damage) {
+        trace::warn_damage(&damage);
+        return nothing::fail(nothing::no_events(&trace, dir));
     }
+    let mut out = BufWriter::new(out);
+    writeln!(out, "{}", style.header(is_function_tracer(&trace)))?;
     for (process, tids) in &selected {
         if selected.len() > 1 {
             writeln!(
@@ -109,16 +112,30 @@ pub fn replay(dir: &Path, settings: &Settings) -> anyhow::Result<()> {
         let mut merge = Merge::new(tids.iter().map(|&t| (t, process.events(t))).collect());
         let mut view = ProcessView::new(&style, process, merge.len(), settings.demangle);
         view.run(&mut out, &mut merge)?;
-        events += view.events;
         damage.extend(merge.damage());
+        damage.extend(view.notes(&merge));
     }
     out.flush()?;
     drop(out);
     trace::warn_damage(&damage);
-    if events == 0 {
-        eprintln!("fntrace: {}", empty_reason(&trace, dir));
-    }
     Ok(())
+}
+
+/// Whether a thread of `selected` has an event; when none has, their
+/// damage notes are added to `damage`.
+fn any_events(selected: &[(&Process, Vec<u32>)], damage: &mut Vec<String>) -> bool {
+    let mut notes = Vec::new();
+    for (process, tids) in selected {
+        for &tid in tids {
+            let mut events = process.events(tid);
+            if events.next().is_some() {
+                return true;
+            }
+            notes.extend(events.damage().map(str::to_string));
+        }
+    }
+    damage.extend(notes);
+    false
 }
 
 /// Whether the trace was recorded by the `function` tracer (entries with
@@ -128,18 +145,4 @@ fn is_function_tracer(trace: &Trace) -> bool {
         Some(info) if !info.tracer.is_empty() => info.tracer == "function",
         _ => !trace.processes.is_empty() && trace.processes.iter().all(|p| p.info.tracer == "function"),
     }
-}
-
-/// One line saying why there is nothing to show.
-pub fn empty_reason(trace: &Trace, dir: &Path) -> String {
-    let dir = dir.display();
-    if trace.processes.is_empty() {
-        return format!("{dir}: no process was recorded (did the runtime load?)");
-    }
-    if trace.processes.iter().all(|p| p.profile.is_some()) {
-        return format!(
-            "{dir}: recorded with the profile tracer, which keeps no events; see 'fntrace report'"
-        );
-    }
-    format!("{dir}: the trace has no events")
 }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use fntrace_format::layout;
 use serde::Serialize;
 
-use crate::cmd::replay::empty_reason;
+use crate::nothing;
 use crate::output;
 use crate::stats::{self, Function, Request};
 use crate::trace;
@@ -73,7 +73,8 @@ struct Row<'a> {
     avg_ns: u64,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `fntrace report`, writing to `out`.
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let trace = trace::open(&args.dir)?;
     trace::check_tids(&trace, &args.tid)?;
     trace::warn_damage(&trace.damage);
@@ -93,9 +94,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     sort(&mut rows, args.sort);
 
     if rows.is_empty() {
-        eprintln!("fntrace: {}", empty_reason(&trace, &args.dir));
+        return nothing::fail(nothing::no_calls(&trace, &args.dir, stats.events));
     }
-    let mut out = BufWriter::new(io::stdout().lock());
+    let mut out = BufWriter::new(out);
     if args.json {
         let json: Vec<Row<'_>> = rows
             .iter()
@@ -110,7 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             })
             .collect();
         output::write_json(&mut out, &json)?;
-    } else if !rows.is_empty() {
+    } else {
         write_table(&mut out, &rows)?;
     }
     out.flush()?;

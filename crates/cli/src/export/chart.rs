@@ -36,10 +36,11 @@ pub const RESOLUTION: u64 = 10_000;
 const FLUSH: usize = 4096;
 
 /// The flame chart of a trace.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct ChartLines {
-    /// Folded stack lines in time order (`stack ns`).
-    pub lines: Vec<String>,
+    tree: Tree,
+    /// `(stack, ns)` in time order.
+    lines: Vec<(u32, u64)>,
     /// Events read (in the second pass).
     pub events: u64,
     /// Damage notes of the thread files.
@@ -79,10 +80,11 @@ pub fn collect(threads: &[(&Process, Vec<u32>)], demangle: bool, progress: &Prog
         let mut names = FrameNames::new(process, demangle);
         for &tid in tids {
             let mut events = progress.events(process, tid);
+            let mut note = None;
             if let Some(Some((first, last))) = spans.next() {
                 let name = tree.name(&super::folded::thread_frame(tid));
                 chart.begin(tree.child(ROOT, name), first);
-                walk(
+                note = walk(
                     &mut events,
                     &mut names,
                     &mut tree,
@@ -93,14 +95,20 @@ pub fn collect(threads: &[(&Process, Vec<u32>)], demangle: bool, progress: &Prog
                 chart.end(last);
             }
             out.damage.extend(events.damage().map(str::to_string));
+            out.damage.extend(note);
         }
     }
-    out.lines = chart
-        .lines
-        .iter()
-        .map(|&(node, ns)| format!("{} {ns}", tree.path(node)))
-        .collect();
+    out.lines = chart.lines;
+    out.tree = tree;
     out
+}
+
+impl ChartLines {
+    /// Folded stack lines in time order (`stack ns`); fails when they
+    /// would be larger than [`TEXT_LIMIT`](super::stacks::TEXT_LIMIT).
+    pub fn text(&self) -> Result<Vec<String>, String> {
+        self.tree.text(&self.lines)
+    }
 }
 
 /// An open call.
@@ -242,10 +250,7 @@ mod tests {
     }
 
     fn text(tree: &Tree, c: &Chart) -> Vec<String> {
-        c.lines
-            .iter()
-            .map(|&(n, ns)| format!("{} {ns}", tree.path(n)))
-            .collect()
+        tree.text(&c.lines).unwrap()
     }
 
     /// main(0..100) { a(10..20) { leaf(12..13) } leaf(30..31) leaf(31..90) }

@@ -41,6 +41,7 @@ use std::fmt;
 use std::io::{self, Write};
 
 use fntrace_format::read::{EventKind, Process, ThreadEvents, Trace};
+use fntrace_format::stack::CallStack;
 use serde_json::json;
 
 use super::progress::Progress;
@@ -84,10 +85,11 @@ pub fn write(
         let (mut lost, mut chunks) = (0, 0);
         for &tid in tids {
             let mut events = progress.events(process, tid);
-            json.thread(process, tid, &mut named, &mut names, &mut events)?;
+            let note = json.thread(process, tid, &mut named, &mut names, &mut events)?;
             lost += events.lost();
             chunks += events.lost_chunks();
             summary.damage.extend(events.damage().map(str::to_string));
+            summary.damage.extend(note);
         }
         processes.push(json!({
             "pid": process.info.pid,
@@ -157,12 +159,6 @@ struct Json<'a, W: Write> {
     line: Line,
 }
 
-/// An open `B` event.
-struct Open {
-    fid: u32,
-    ns: u64,
-}
-
 impl<W: Write> Json<'_, W> {
     /// Starts one more item of `traceEvents`.
     fn item(&mut self) -> io::Result<&mut W> {
@@ -188,7 +184,7 @@ impl<W: Write> Json<'_, W> {
     }
 
     /// Every event of one thread; the process and thread names first if it
-    /// has any.
+    /// has any. Returns the damage note of calls nested too deep.
     fn thread(
         &mut self,
         process: &Process,
@@ -196,9 +192,9 @@ impl<W: Write> Json<'_, W> {
         named: &mut bool,
         names: &mut JsonNames<'_>,
         events: &mut ThreadEvents,
-    ) -> io::Result<()> {
+    ) -> io::Result<Option<String>> {
         let Some(first) = events.next() else {
-            return Ok(());
+            return Ok(None);
         };
         let pid = process.info.pid;
         if !std::mem::replace(named, true) {
@@ -221,15 +217,19 @@ impl<W: Write> Json<'_, W> {
         let ids = format!("\"pid\":{pid},\"tid\":{tid}");
         // What a function's event has between its time and its name.
         let call = format!(",{ids},\"cat\":\"function\",\"name\":");
-        let mut stack: Vec<Open> = Vec::new();
+        // The open `B` events: their function and time.
+        let mut stack: CallStack<u64> = CallStack::new();
         let mut now = first.ns;
-        for ev in std::iter::once(first).chain(events) {
+        for ev in std::iter::once(first).chain(&mut *events) {
             self.events += 1;
             self.progress.tick(self.events);
             now = now.max(ev.ns);
             let ts = self.ts(now);
             match ev.kind {
                 EventKind::Entry => {
+                    if !stack.push(ev.fid, now) {
+                        continue;
+                    }
                     self.line
                         .start("{\"ph\":\"B\",\"ts\":")
                         .micros(ts)
@@ -237,16 +237,15 @@ impl<W: Write> Json<'_, W> {
                         .text(names.get(ev.fid))
                         .text("}");
                     self.flush_line()?;
-                    stack.push(Open { fid: ev.fid, ns: now });
                 }
                 EventKind::Exit | EventKind::Unwind => {
-                    let Some(pos) = stack.iter().rposition(|o| o.fid == ev.fid) else {
+                    let Some(pos) = stack.position(ev.fid) else {
                         continue;
                     };
                     while let Some(open) = stack.pop() {
                         let this = stack.len() == pos;
                         let unwound = !this || ev.kind == EventKind::Unwind;
-                        self.end(&call, names, &open, now, unwound.then_some("unwound"))?;
+                        self.end(&call, names, open, now, unwound.then_some("unwound"))?;
                         if this {
                             break;
                         }
@@ -292,28 +291,28 @@ impl<W: Write> Json<'_, W> {
             }
         }
         while let Some(open) = stack.pop() {
-            self.end(&call, names, &open, now, Some("unfinished"))?;
+            self.end(&call, names, open, now, Some("unfinished"))?;
         }
         self.progress.update();
-        Ok(())
+        Ok(stack.note(events.label()))
     }
 
-    /// The `E` of `open` at `now`, with `{"why":true}` as its args; `call`
-    /// is what comes between the time and the name.
+    /// The `E` at `now` of the call `(fid, start ns)`, with `{"why":true}`
+    /// as its args; `call` is what comes between the time and the name.
     fn end(
         &mut self,
         call: &str,
         names: &mut JsonNames<'_>,
-        open: &Open,
+        (fid, start): (u32, u64),
         now: u64,
         why: Option<&str>,
     ) -> io::Result<()> {
-        let ts = self.ts(now.max(open.ns));
+        let ts = self.ts(now.max(start));
         self.line
             .start("{\"ph\":\"E\",\"ts\":")
             .micros(ts)
             .text(call)
-            .text(names.get(open.fid));
+            .text(names.get(fid));
         match why {
             Some(why) => self.line.text(",\"args\":{\"").text(why).text("\":true}}"),
             None => self.line.text("}"),

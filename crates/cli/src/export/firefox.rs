@@ -16,8 +16,11 @@
 //!   nanoseconds as its weight ("1 sample" = 1 ns; the crate only takes
 //!   integer weights, so `tracing-ms` would round every call to whole
 //!   milliseconds). A gap longer than `i32::MAX` ns is split into several
-//!   samples. Time with no traced call open ends with a sample without a
-//!   stack. The CPU delta of a sample is the wall time of the stack before
+//!   samples, up to [`SPLIT_BUDGET`] of them in the whole profile (past
+//!   that a gap weighs `i32::MAX` ns, with a damage note: memory does not
+//!   grow with a time read from a file). Time with no traced call open
+//!   ends with a sample without a stack. The CPU delta of a sample is the
+//!   wall time of the stack before
 //!   it (fntrace does not measure CPU time), so the activity graph shows
 //!   when traced functions were running.
 //! - Frames are addresses in a library per module (`functions.tsv`'s
@@ -58,7 +61,7 @@ use fxprof_processed_profile::{
 
 use super::progress::Progress;
 use crate::trace::{caller, command_line, utc};
-use parts::{Func, Kind, Sampler, Types, Value};
+use parts::{Func, Kind, Sampler, Types, Value, SPLIT_BUDGET};
 
 /// What was converted.
 #[derive(Debug, Default)]
@@ -109,6 +112,7 @@ pub fn write_firefox(
         origin,
         progress,
         stats: FirefoxStats::default(),
+        split_budget: SPLIT_BUDGET,
     };
     for (process, tids) in threads {
         b.process(process, tids, demangle);
@@ -134,6 +138,8 @@ struct Builder<'a> {
     origin: u64,
     progress: &'a Progress,
     stats: FirefoxStats,
+    /// Samples left for splitting long stretches.
+    split_budget: u64,
 }
 
 /// One thread being converted.
@@ -176,7 +182,7 @@ impl Builder<'_> {
                 funcs: &funcs,
                 frames: HashMap::new(),
                 callers: HashMap::new(),
-                sampler: Sampler::new(thread, self.origin),
+                sampler: Sampler::new(thread, self.origin, self.split_budget),
             };
             if let Some((first, last)) = self.thread(process, &mut t, tid) {
                 if tid != pid {
@@ -186,6 +192,7 @@ impl Builder<'_> {
                 end = end.max(last);
             }
             self.stats.samples += t.sampler.samples;
+            self.split_budget = t.sampler.budget;
             self.stats.threads += 1;
         }
         if process.info.ended {
@@ -211,7 +218,11 @@ impl Builder<'_> {
             match ev.kind {
                 EventKind::Entry => {
                     entries = true;
+                    let depth = builder.depth();
                     builder.push(&ev, &mut done);
+                    if builder.depth() == depth {
+                        continue; // Left out: nested too deep.
+                    }
                     let stack = self.stack(t, open.last().copied(), ev.fid);
                     open.push(stack);
                     t.sampler.at(&mut self.profile, ev.ns, Some(stack));
@@ -254,6 +265,7 @@ impl Builder<'_> {
         self.stats.lost += events.lost();
         self.stats.lost_chunks += events.lost_chunks();
         self.stats.damage.extend(events.damage().map(str::to_string));
+        self.stats.damage.extend(builder.note(events.label()));
         let (_, last) = span?;
         // Calls still open end here, then come the `--time-filter` calls.
         let unfinished = builder.depth();
@@ -266,6 +278,7 @@ impl Builder<'_> {
         t.sampler.at(&mut self.profile, last, None);
         self.whole_calls(t, whole, !entries);
         t.sampler.finish(&mut self.profile);
+        self.stats.damage.extend(t.sampler.note(events.label()));
         span
     }
 

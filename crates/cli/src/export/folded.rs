@@ -24,10 +24,9 @@ use super::progress::Progress;
 use super::stacks::{walk, FrameNames, SelfTimes, Tree, ROOT};
 
 /// The folded stacks of a trace.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Folded {
-    /// `(stack, self ns)`, sorted by stack.
-    pub lines: Vec<(String, u64)>,
+    tree: Tree,
     /// Events read.
     pub events: u64,
     /// Damage notes of the thread files.
@@ -54,7 +53,7 @@ pub fn collect(
             };
             let mut events = progress.events(process, tid);
             let mut frames = SelfTimes::new(base);
-            walk(
+            let note = walk(
                 &mut events,
                 &mut names,
                 &mut tree,
@@ -63,10 +62,19 @@ pub fn collect(
                 &mut folded.events,
             );
             folded.damage.extend(events.damage().map(str::to_string));
+            folded.damage.extend(note);
         }
     }
-    folded.lines = tree.folded();
+    folded.tree = tree;
     folded
+}
+
+impl Folded {
+    /// `(stack, self ns)`, sorted by stack; fails when their text would be
+    /// larger than [`TEXT_LIMIT`](super::stacks::TEXT_LIMIT).
+    pub fn lines(&self) -> Result<Vec<(String, u64)>, String> {
+        self.tree.folded()
+    }
 }
 
 /// The frame that stands for thread `tid` at the bottom of its stacks.

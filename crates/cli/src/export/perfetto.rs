@@ -66,6 +66,7 @@ mod tests;
 use std::io::Write;
 
 use fntrace_format::read::{EventKind, Process, ThreadEvents, Trace};
+use fntrace_format::stack::CallStack;
 use perfetto_protos::debug_annotation::DebugAnnotation;
 use perfetto_protos::track_event::{track_event::Type, TrackEvent};
 
@@ -276,7 +277,7 @@ impl Export<'_, '_> {
         let mut seq = self.sequence(track, first.ns)?;
         let out = &mut self.out;
         let stats = &mut self.stats;
-        let mut stack: Vec<u32> = Vec::new();
+        let mut stack: CallStack<()> = CallStack::new();
         let mut whole: Vec<Whole> = Vec::new();
         let mut now = first.ns;
         for ev in std::iter::once(first).chain(&mut events) {
@@ -286,12 +287,13 @@ impl Export<'_, '_> {
             let fid = Some(Label::Fid(ev.fid));
             match ev.kind {
                 EventKind::Entry => {
-                    seq.event(out, names, now, Type::TYPE_SLICE_BEGIN, fid, &[])?;
-                    stack.push(ev.fid);
-                    stats.slices += 1;
+                    if stack.push(ev.fid, ()) {
+                        seq.event(out, names, now, Type::TYPE_SLICE_BEGIN, fid, &[])?;
+                        stats.slices += 1;
+                    }
                 }
                 EventKind::Exit | EventKind::Unwind => {
-                    let Some(pos) = stack.iter().rposition(|&f| f == ev.fid) else {
+                    let Some(pos) = stack.position(ev.fid) else {
                         stats.ignored_exits += 1;
                         continue;
                     };
@@ -345,6 +347,7 @@ impl Export<'_, '_> {
         stats.lost_events += events.lost();
         stats.lost_chunks += events.lost_chunks();
         stats.damage.extend(events.damage().map(str::to_string));
+        stats.damage.extend(stack.note(events.label()));
         let mut start = first.ns;
         if !whole.is_empty() {
             start = start.min(self.whole_calls(names, whole, track)?);

@@ -52,16 +52,11 @@ impl Progress {
     /// gives them, with the bytes read counted.
     pub fn events(&self, process: &Process, tid: u32) -> ThreadEvents {
         let file = layout::thread_file(tid);
-        let Ok(f) = File::open(process.dir.join(&file)) else {
-            // The reader notes why it cannot be read.
-            return process.events(tid);
-        };
-        let len = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
-        let counted = Counted {
-            inner: f,
+        let label = format!("{}/{file}", process.name);
+        let raw = RawEvents::open_with(&process.dir.join(&file), label, Some(tid), |inner| Counted {
+            inner,
             read: Arc::clone(&self.read),
-        };
-        let raw = RawEvents::from_reader(counted, len, format!("{}/{file}", process.name), Some(tid));
+        });
         ThreadEvents::new(raw, process.info.clock.clone())
     }
 

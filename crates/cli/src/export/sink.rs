@@ -1,4 +1,5 @@
-//! Where an export goes: standard output, or a file written whole or not
+//! Where an export goes: standard output (or the writer given instead), or
+//! a file written whole or not
 //! at all. `-o FILE` writes `FILE.tmp` and renames it to `FILE` once
 //! everything is written ([`Sink::commit`]); a sink dropped before that
 //! (an error, an empty trace) removes `FILE.tmp`, so a failure never
@@ -10,7 +11,7 @@
 //! regular file replaces the file the link points to, keeping the link.
 
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -19,19 +20,19 @@ use anyhow::Context;
 const BUFFER: usize = 256 * 1024;
 
 /// An output being written.
-pub struct Sink {
-    out: BufWriter<Box<dyn Write>>,
+pub struct Sink<'a> {
+    out: BufWriter<Box<dyn Write + 'a>>,
     /// `(temporary file, final path)` for `-o FILE`.
     file: Option<(PathBuf, PathBuf)>,
 }
 
-impl Sink {
-    /// Standard output when `path` is `None`, else `PATH.tmp` (created now,
+impl<'a> Sink<'a> {
+    /// `stdout` when `path` is `None`, else `PATH.tmp` (created now,
     /// renamed by [`Sink::commit`]).
-    pub fn create(path: Option<&Path>) -> anyhow::Result<Sink> {
+    pub fn create(path: Option<&Path>, stdout: &'a mut dyn Write) -> anyhow::Result<Sink<'a>> {
         let Some(path) = path else {
             return Ok(Sink {
-                out: BufWriter::with_capacity(BUFFER, Box::new(io::stdout().lock())),
+                out: BufWriter::with_capacity(BUFFER, Box::new(stdout)),
                 file: None,
             });
         };
@@ -67,7 +68,7 @@ impl Sink {
     }
 
     /// The writer.
-    pub fn out(&mut self) -> &mut BufWriter<Box<dyn Write>> {
+    pub fn out(&mut self) -> &mut BufWriter<Box<dyn Write + 'a>> {
         &mut self.out
     }
 
@@ -91,7 +92,7 @@ impl Sink {
     }
 }
 
-impl Drop for Sink {
+impl Drop for Sink<'_> {
     fn drop(&mut self) {
         if let Some((tmp, _)) = self.file.take() {
             let _ = fs::remove_file(tmp);
@@ -109,6 +110,7 @@ fn temporary(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io;
     use std::os::unix::fs::FileTypeExt;
 
     fn scratch(name: &str) -> PathBuf {
@@ -120,9 +122,10 @@ mod tests {
 
     #[test]
     fn commit_renames_and_drop_removes() {
+        let mut stdout = io::sink();
         let dir = scratch("commit");
         let path = dir.join("out.json");
-        let mut sink = Sink::create(Some(&path)).unwrap();
+        let mut sink = Sink::create(Some(&path), &mut stdout).unwrap();
         sink.out().write_all(b"{}").unwrap();
         assert!(dir.join("out.json.tmp").exists() && !path.exists());
         sink.commit().unwrap();
@@ -130,18 +133,19 @@ mod tests {
         assert!(!dir.join("out.json.tmp").exists());
 
         let other = dir.join("other.json");
-        let mut sink = Sink::create(Some(&other)).unwrap();
+        let mut sink = Sink::create(Some(&other), &mut stdout).unwrap();
         sink.out().write_all(b"partial").unwrap();
         drop(sink);
         assert!(!other.exists() && !dir.join("other.json.tmp").exists());
         // A failed export leaves the previous file as it was.
-        drop(Sink::create(Some(&path)).unwrap());
+        drop(Sink::create(Some(&path), &mut stdout).unwrap());
         assert_eq!(fs::read(&path).unwrap(), b"{}");
         let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn special_files_are_written_in_place() {
+        let mut stdout = io::sink();
         let dir = scratch("special");
         let fifo = dir.join("fifo");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
@@ -150,7 +154,7 @@ mod tests {
             let fifo = fifo.clone();
             std::thread::spawn(move || fs::read(fifo).unwrap())
         };
-        let mut sink = Sink::create(Some(&fifo)).unwrap();
+        let mut sink = Sink::create(Some(&fifo), &mut stdout).unwrap();
         sink.out().write_all(b"through").unwrap();
         sink.commit().unwrap();
         assert_eq!(reader.join().unwrap(), b"through");
@@ -163,7 +167,7 @@ mod tests {
         fs::write(&real, b"old").unwrap();
         let link = dir.join("link.json");
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        let mut sink = Sink::create(Some(&link)).unwrap();
+        let mut sink = Sink::create(Some(&link), &mut stdout).unwrap();
         sink.out().write_all(b"new").unwrap();
         sink.commit().unwrap();
         assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
@@ -173,10 +177,13 @@ mod tests {
 
     #[test]
     fn refuses_directories_and_missing_parents() {
+        let mut stdout = io::sink();
         let dir = scratch("errors");
-        let e = Sink::create(Some(&dir)).err().unwrap().to_string();
+        let e = Sink::create(Some(&dir), &mut stdout).err().unwrap().to_string();
         assert!(e.contains("is a directory"), "{e}");
-        let e = Sink::create(Some(&dir.join("no/such/file"))).err().unwrap();
+        let e = Sink::create(Some(&dir.join("no/such/file")), &mut stdout)
+            .err()
+            .unwrap();
         assert!(format!("{e:#}").contains("cannot create"), "{e:#}");
         let _ = fs::remove_dir_all(&dir);
     }

@@ -13,6 +13,10 @@
 //! events) arrive after their children and are nested by the builder at
 //! the end of the thread; [`walk`] replays them in start order. Entries of
 //! the `function` tracer have no duration and are left out.
+//!
+//! A stack's text grows with its depth, so the text of all the stacks can
+//! grow with the square of a nesting depth: [`Tree::text`] makes it only
+//! up to [`TEXT_LIMIT`] bytes (`docs/FORMAT.md`, "Limits").
 
 use std::collections::HashMap;
 
@@ -25,12 +29,18 @@ use crate::trace::Names;
 /// The root of a [`Tree`]: the empty stack.
 pub const ROOT: u32 = 0;
 
+/// The most text folded stacks (and the lines of flame graphs and charts)
+/// are made into.
+pub const TEXT_LIMIT: u64 = 256 << 20;
+
 /// One distinct stack: its innermost frame's name under its parent.
 struct Node {
     parent: u32,
     name: u32,
     /// Self time of the innermost frame, summed (ns).
     self_ns: u64,
+    /// The length of its text ([`Tree::path`]).
+    len: u64,
 }
 
 /// The distinct stacks of a trace, with interned frame names.
@@ -50,6 +60,7 @@ impl Default for Tree {
                 parent: ROOT,
                 name: u32::MAX,
                 self_ns: 0,
+                len: 0,
             }],
             children: HashMap::new(),
         }
@@ -89,10 +100,13 @@ impl Tree {
         let next = self.nodes.len() as u32;
         let id = *self.children.entry((parent, name)).or_insert(next);
         if id == next {
+            let above = self.nodes.get(parent as usize).map_or(0, |p| p.len);
+            let name_len = self.names.get(name as usize).map_or(0, String::len) as u64;
             self.nodes.push(Node {
                 parent,
                 name,
                 self_ns: 0,
+                len: above + u64::from(above > 0) + name_len,
             });
         }
         id
@@ -118,15 +132,44 @@ impl Tree {
         frames.join(";")
     }
 
+    /// Fails, saying why, when the lines `path value` of `(stack, value)`
+    /// pairs would take more than [`TEXT_LIMIT`] bytes.
+    fn check(&self, lines: &[(u32, u64)]) -> Result<(), String> {
+        let total = lines.iter().fold(0u64, |sum, &(node, value)| {
+            let len = self.nodes.get(node as usize).map_or(0, |n| n.len);
+            let digits = value.checked_ilog10().unwrap_or(0) + 1;
+            sum.saturating_add(len + 2 + u64::from(digits))
+        });
+        if total > TEXT_LIMIT {
+            return Err(format!(
+                "the stacks would take {total} bytes of text, more than the {} MiB limit \
+                 (calls nested thousands deep, or very many distinct stacks)",
+                TEXT_LIMIT >> 20
+            ));
+        }
+        Ok(())
+    }
+
+    /// The lines `path value` of `(stack, value)` pairs, if they take at
+    /// most [`TEXT_LIMIT`] bytes.
+    pub fn text(&self, lines: &[(u32, u64)]) -> Result<Vec<String>, String> {
+        self.check(lines)?;
+        Ok(lines
+            .iter()
+            .map(|&(node, value)| format!("{} {value}", self.path(node)))
+            .collect())
+    }
+
     /// The folded stacks: `(path, self ns)` for every stack with a self
-    /// time, sorted by path.
-    pub fn folded(&self) -> Vec<(String, u64)> {
-        let mut lines: Vec<(String, u64)> = (1..self.nodes.len() as u32)
-            .filter(|&n| self.nodes[n as usize].self_ns > 0)
-            .map(|n| (self.path(n), self.nodes[n as usize].self_ns))
+    /// time, sorted by path, if they take at most [`TEXT_LIMIT`] bytes.
+    pub fn folded(&self) -> Result<Vec<(String, u64)>, String> {
+        let nodes: Vec<(u32, u64)> = (1..self.nodes.len() as u32)
+            .map(|n| (n, self.nodes[n as usize].self_ns))
+            .filter(|&(_, ns)| ns > 0)
             .collect();
+        self.check(&nodes)?;
+        let mut lines: Vec<(String, u64)> = nodes.iter().map(|&(n, ns)| (self.path(n), ns)).collect();
         lines.sort_unstable();
-        // Names that differ only by a `;` made the same path twice.
         lines.dedup_by(|b, a| {
             let same = a.0 == b.0;
             if same {
@@ -134,7 +177,7 @@ impl Tree {
             }
             same
         });
-        lines
+        Ok(lines)
     }
 }
 
@@ -177,7 +220,8 @@ pub trait Frames {
 }
 
 /// Feeds the calls of `events` to `frames`; counts the events in `count`
-/// (and shows them on `progress`).
+/// (and shows them on `progress`). Returns the damage note of calls nested
+/// too deep, left out.
 pub fn walk(
     events: &mut ThreadEvents,
     names: &mut FrameNames<'_>,
@@ -185,27 +229,29 @@ pub fn walk(
     frames: &mut impl Frames,
     progress: &Progress,
     count: &mut u64,
-) {
+) -> Option<String> {
     let mut builder = CallBuilder::new();
     let mut calls = Vec::new();
     let mut last_ns = 0;
-    for ev in events {
+    for ev in &mut *events {
         *count += 1;
         progress.tick(*count);
         last_ns = last_ns.max(ev.ns);
-        match ev.kind {
-            EventKind::EntryCaller(_) => continue,
-            EventKind::Entry => {
-                let name = names.get(ev.fid, tree);
-                frames.open(tree, name, ev.ns);
-            }
-            _ => {}
+        if let EventKind::EntryCaller(_) = ev.kind {
+            continue;
         }
+        let depth = builder.depth();
         builder.push(&ev, &mut calls);
         for call in calls.drain(..) {
             frames.close(tree, call.end_ns, call.self_ns);
         }
+        // An entry the builder took (not one left out, too deep).
+        if ev.kind == EventKind::Entry && builder.depth() > depth {
+            let name = names.get(ev.fid, tree);
+            frames.open(tree, name, ev.ns);
+        }
     }
+    let note = builder.note(events.label());
     let open = builder.depth();
     builder.finish(last_ns, &mut calls);
     let open = open.min(calls.len());
@@ -229,6 +275,7 @@ pub fn walk(
         frames.close(tree, end, self_ns);
     }
     progress.update();
+    note
 }
 
 /// Self times summed per stack: the folded stacks.
@@ -276,7 +323,7 @@ mod tests {
         let mb = t.child(m, b);
         t.add(mb, 1);
         assert_eq!(
-            t.folded(),
+            t.folded().unwrap(),
             [
                 ("main".to_string(), 5),
                 ("main;<[u8, 4]>::b".to_string(), 1),
@@ -285,5 +332,29 @@ mod tests {
         );
         // Two names that clean up alike are one frame.
         assert_eq!(t.name("<[u8, 4]>::b"), b);
+    }
+
+    #[test]
+    fn text_grows_with_depth_squared_up_to_a_limit() {
+        // A chain of `depth` frames `f`, each with a self time: the text
+        // is depth * depth bytes, give or take.
+        let chain = |depth: usize| {
+            let mut t = Tree::default();
+            let f = t.name("f");
+            let mut at = ROOT;
+            for _ in 0..depth {
+                at = t.child(at, f);
+                t.add(at, 1);
+            }
+            t
+        };
+        let lines = chain(100).folded().unwrap();
+        assert_eq!(lines.len(), 100);
+        assert_eq!(lines[99].0.len(), 199);
+        let e = chain(17_000).folded().unwrap_err();
+        assert!(
+            e.starts_with("the stacks would take 289051000 bytes of text, more than the 256 MiB limit"),
+            "{e}"
+        );
     }
 }

@@ -6,6 +6,7 @@
 pub mod attach;
 pub mod check;
 pub mod procs;
+pub mod readers;
 pub mod scenarios;
 pub mod styles;
 pub mod tracedata;
@@ -142,6 +143,22 @@ const DEADLINE: Duration = Duration::from_secs(120);
 /// test if it does not finish in time.
 pub fn fntrace_output(args: &[&str]) -> Output {
     procs::run(fntrace().args(args), DEADLINE)
+}
+
+/// The address space a bounded `fntrace` run may use (KiB, `ulimit -v`).
+const BOUNDED_KIB: u64 = 1 << 20;
+/// How long a bounded `fntrace` run may take.
+const BOUNDED_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Runs `fntrace` with arguments under a 1 GiB address-space limit and a
+/// 60 s deadline (bad input must never take unbounded memory or time);
+/// returns the whole output.
+pub fn fntrace_bounded(args: &[&str]) -> Output {
+    let script = format!("ulimit -v {BOUNDED_KIB} && exec \"$0\" \"$@\"");
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &script, env!("CARGO_BIN_EXE_fntrace")])
+        .args(args);
+    procs::run(&mut cmd, BOUNDED_DEADLINE)
 }
 
 /// Runs `fntrace` with arguments; it must succeed. Returns stdout and

@@ -100,6 +100,11 @@ impl ThreadEvents {
         ThreadEvents::new(RawEvents::from_bytes(bytes, label, tid), clock)
     }
 
+    /// The name of the file in damage notes (`p1/t2.events`).
+    pub fn label(&self) -> &str {
+        self.raw.label()
+    }
+
     /// Set once iteration stopped at damage: `p1/t2.events: offset N:
     /// reason`.
     pub fn damage(&self) -> Option<&str> {

@@ -1,19 +1,28 @@
 //! A process image's function table (`functions.tsv`), indexed by id and by
 //! address.
+//!
+//! Ranges may overlap (damaged or hostile tables too): the address index is
+//! the table cut into segments, each with the function that holds its
+//! addresses, made once in O(n log n), so that a lookup is a binary search
+//! however the ranges nest.
+
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
 
 use crate::meta::FunctionEntry;
+
+/// No function: a segment between functions.
+const NONE: u32 = u32::MAX;
 
 /// The functions of one process image.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Functions {
     /// Sorted by fid, no duplicates.
     entries: Vec<FunctionEntry>,
-    /// Indexes into `entries`, sorted by address, then by descending fid (so
-    /// that a backward scan meets the lowest fid of one address first).
-    by_addr: Vec<usize>,
-    /// `max_end[i]`: the largest end (`address + max(size, 1)`) of
-    /// `by_addr[..=i]`.
-    max_end: Vec<u64>,
+    /// `(start, index into entries or NONE)`, by start: from `start` up to
+    /// the next segment's, addresses belong to that function. Ends are
+    /// `address + max(size, 1)`, which can pass `u64::MAX`.
+    segments: Vec<(u128, u32)>,
 }
 
 impl Functions {
@@ -23,20 +32,8 @@ impl Functions {
         if let Some(w) = entries.windows(2).find(|w| w[0].fid == w[1].fid) {
             return Err(format!("function id {} appears twice", w[0].fid));
         }
-        let mut by_addr: Vec<usize> = (0..entries.len()).collect();
-        by_addr.sort_by_key(|&i| (entries[i].address, std::cmp::Reverse(entries[i].fid)));
-        let mut max_end = Vec::with_capacity(by_addr.len());
-        let mut end = 0u64;
-        for &i in &by_addr {
-            let e = &entries[i];
-            end = end.max(e.address.saturating_add(e.size.max(1)));
-            max_end.push(end);
-        }
-        Ok(Functions {
-            entries,
-            by_addr,
-            max_end,
-        })
+        let segments = segments(&entries);
+        Ok(Functions { entries, segments })
     }
 
     /// Parses the text of `functions.tsv`. Blank lines are skipped. A last
@@ -86,19 +83,11 @@ impl Functions {
     /// id; a function of size 0 holds only its own address.
     pub fn by_address(&self, addr: u64) -> Option<(&FunctionEntry, u64)> {
         let n = self
-            .by_addr
-            .partition_point(|&i| self.entries.get(i).is_some_and(|e| e.address <= addr));
-        for k in (0..n).rev() {
-            let e = self.entries.get(*self.by_addr.get(k)?)?;
-            if e.contains(addr) {
-                return Some((e, addr - e.address));
-            }
-            // No earlier range reaches `addr`: stop.
-            if k == 0 || self.max_end.get(k - 1).is_some_and(|&end| end <= addr) {
-                break;
-            }
-        }
-        None
+            .segments
+            .partition_point(|&(start, _)| start <= u128::from(addr));
+        let &(_, index) = self.segments.get(n.checked_sub(1)?)?;
+        let e = self.entries.get(index as usize)?;
+        Some((e, addr - e.address))
     }
 
     /// The number of functions.
@@ -115,6 +104,41 @@ impl Functions {
     pub fn iter(&self) -> impl Iterator<Item = &FunctionEntry> {
         self.entries.iter()
     }
+}
+
+/// The address segments of `entries` (see [`Functions`]): a sweep over the
+/// ranges' starts and ends, with the ranges open at each point ordered by
+/// who wins: the last start, then the lowest fid.
+fn segments(entries: &[FunctionEntry]) -> Vec<(u128, u32)> {
+    // (point, is a start, index); at one point ends come before starts.
+    let mut points: Vec<(u128, bool, usize)> = Vec::with_capacity(2 * entries.len());
+    for (i, e) in entries.iter().enumerate() {
+        let start = u128::from(e.address);
+        points.push((start, true, i));
+        points.push((start + u128::from(e.size.max(1)), false, i));
+    }
+    points.sort_unstable();
+    let mut open = BTreeSet::new();
+    let mut segments: Vec<(u128, u32)> = Vec::new();
+    let mut k = 0;
+    while let Some(&(at, _, _)) = points.get(k) {
+        while let Some(&(_, start, i)) = points.get(k).filter(|p| p.0 == at) {
+            let key = (Reverse(entries[i].address), entries[i].fid, i);
+            if start {
+                open.insert(key);
+            } else {
+                open.remove(&key);
+            }
+            k += 1;
+        }
+        let winner = open
+            .first()
+            .map_or(NONE, |&(_, _, i)| u32::try_from(i).unwrap_or(NONE));
+        if segments.last().map(|s| s.1) != Some(winner) {
+            segments.push((at, winner));
+        }
+    }
+    segments
 }
 
 #[cfg(test)]
@@ -176,6 +200,41 @@ mod tests {
         assert_eq!(at(0x3020), None);
         assert_eq!(at(u64::MAX), None);
         assert_eq!(Functions::default().by_address(5), None);
+        // A range past the end of the address space holds up to its end.
+        let t = Functions::new(vec![f(0, u64::MAX - 1, 0x10, "top")]).unwrap();
+        assert_eq!(t.by_address(u64::MAX).map(|(e, off)| (e.fid, off)), Some((0, 1)));
+    }
+
+    #[test]
+    fn by_address_agrees_with_every_range() {
+        // Random tables of overlapping ranges, against the rule itself:
+        // of the ranges that hold the address, the last start, then the
+        // lowest fid.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for _ in 0..200 {
+            let entries: Vec<FunctionEntry> = (0..next(12) as u32)
+                .map(|fid| f(fid, 0x100 + next(64), next(40), "x"))
+                .collect();
+            let t = Functions::new(entries.clone()).unwrap();
+            for addr in 0xf0..0x1a0 {
+                let want = entries
+                    .iter()
+                    .filter(|e| e.contains(addr))
+                    .min_by_key(|e| (Reverse(e.address), e.fid))
+                    .map(|e| e.fid);
+                assert_eq!(
+                    t.by_address(addr).map(|(e, _)| e.fid),
+                    want,
+                    "{entries:?} at {addr:#x}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -13,18 +13,24 @@
 //!   and a cut-short last line of `functions.tsv`;
 //! - a thread file is read up to its first damage, noted in
 //!   [`ThreadEvents::damage`].
+//!
+//! Every file is read through [`file`](mod@file): only regular files,
+//! never more than their size nor a limit for their kind; one that is not
+//! read is damage like any other (`p12/process.json: is a FIFO, not a
+//! regular file`).
 
 mod error;
 mod events;
+pub mod file;
 mod functions;
 mod raw;
 
 use std::fs;
-use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 pub use error::FormatError;
 pub use events::{Event, EventKind, ThreadEvents};
+pub use file::FileError;
 pub use functions::Functions;
 pub use raw::{RawEvents, RawItem};
 
@@ -44,6 +50,9 @@ pub struct Trace {
     /// One line per damage found while opening (thread files are checked
     /// only when their events are read).
     pub damage: Vec<String>,
+    /// The `p*/` directories that could not be read (each has its note in
+    /// `damage`).
+    pub skipped: usize,
 }
 
 impl Trace {
@@ -107,7 +116,7 @@ pub fn open(dir: &Path) -> Result<Trace, FormatError> {
     }
 
     let info_path = dir.join(layout::INFO);
-    let info = match fs::read_to_string(&info_path) {
+    let info = match file::read_text(&info_path, file::JSON_LIMIT) {
         Ok(text) => match RunInfo::from_json(&text) {
             Ok(info) if info.version != meta::VERSION => {
                 return Err(FormatError::Version {
@@ -121,19 +130,23 @@ pub fn open(dir: &Path) -> Result<Trace, FormatError> {
                 None
             }
         },
-        Err(e) if e.kind() == ErrorKind::NotFound && !names.is_empty() => None,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Err(FormatError::NotDataDir(dir.to_path_buf())),
+        Err(e) if e.is_not_found() && !names.is_empty() => None,
+        Err(e) if e.is_not_found() => return Err(FormatError::NotDataDir(dir.to_path_buf())),
         Err(e) => {
-            damage.push(format!("{}: cannot read: {e}", layout::INFO));
+            damage.push(format!("{}: {e}", layout::INFO));
             None
         }
     };
 
     let mut processes = Vec::new();
+    let mut skipped = 0;
     for (name, pid, image) in names {
         match read_process(dir, &name, image, &mut damage) {
             Ok(p) => processes.push((p, pid)),
-            Err(reason) => damage.push(format!("{reason}; process skipped")),
+            Err(reason) => {
+                damage.push(format!("{reason}; process skipped"));
+                skipped += 1;
+            }
         }
     }
     processes.sort_by_key(|(p, pid)| (p.info.start_unix_ns, *pid, p.image));
@@ -142,17 +155,18 @@ pub fn open(dir: &Path) -> Result<Trace, FormatError> {
         info,
         processes: processes.into_iter().map(|(p, _)| p).collect(),
         damage,
+        skipped,
     })
 }
 
 /// Reads `root/name/`; the error is a damage note naming the file.
 fn read_process(root: &Path, name: &str, image: u32, damage: &mut Vec<String>) -> Result<Process, String> {
     let dir = root.join(name);
-    let read = |file: &str| {
-        fs::read_to_string(dir.join(file)).map_err(|e| format!("{name}/{file}: cannot read: {e}"))
+    let read = |path: &str, limit| {
+        file::read_text(&dir.join(path), limit).map_err(|e| format!("{name}/{path}: {e}"))
     };
 
-    let info = ProcessInfo::from_json(&read(layout::PROCESS)?)
+    let info = ProcessInfo::from_json(&read(layout::PROCESS, file::JSON_LIMIT)?)
         .map_err(|reason| format!("{name}/{}: cannot parse: {reason}", layout::PROCESS))?;
     if info.version != meta::VERSION {
         return Err(FormatError::Version {
@@ -162,7 +176,7 @@ fn read_process(root: &Path, name: &str, image: u32, damage: &mut Vec<String>) -
         .to_string());
     }
 
-    let (functions, note) = Functions::parse(&read(layout::FUNCTIONS)?)
+    let (functions, note) = Functions::parse(&read(layout::FUNCTIONS, file::TABLE_LIMIT)?)
         .map_err(|reason| format!("{name}/{}: {reason}", layout::FUNCTIONS))?;
     if let Some(note) = note {
         damage.push(format!("{name}/{}: {note}", layout::FUNCTIONS));
@@ -178,15 +192,15 @@ fn read_process(root: &Path, name: &str, image: u32, damage: &mut Vec<String>) -
     }
     tids.sort_unstable();
 
-    let profile = match fs::read_to_string(dir.join(layout::PROFILE)) {
+    let profile = match file::read_text(&dir.join(layout::PROFILE), file::TABLE_LIMIT) {
         Ok(text) => Some(parse_profile(
             &text,
             &format!("{name}/{}", layout::PROFILE),
             damage,
         )),
-        Err(e) if e.kind() == ErrorKind::NotFound => None,
+        Err(e) if e.is_not_found() => None,
         Err(e) => {
-            damage.push(format!("{name}/{}: cannot read: {e}", layout::PROFILE));
+            damage.push(format!("{name}/{}: {e}", layout::PROFILE));
             None
         }
     };

@@ -13,6 +13,7 @@ use std::fs::File;
 use std::io::{BufReader, ErrorKind, Read};
 use std::path::Path;
 
+use super::file;
 use crate::chunk::{ChunkHeader, Ticks, HEADER_LEN};
 use crate::event::{self, Kind};
 
@@ -72,20 +73,28 @@ impl std::fmt::Debug for RawEvents {
 }
 
 impl RawEvents {
-    /// Reads the file at `path`. `label` names it in damage notes
-    /// (`p1/t2.events`); `tid`, when given, is the thread every chunk must
-    /// belong to. A file that cannot be opened reads as empty with a damage
-    /// note.
+    /// Reads the file at `path`, up to its size when opened. `label` names
+    /// it in damage notes (`p1/t2.events`); `tid`, when given, is the
+    /// thread every chunk must belong to. A file that cannot be opened, or
+    /// is not a regular file, reads as empty with a damage note.
     pub fn open(path: &Path, label: impl Into<String>, tid: Option<u32>) -> RawEvents {
+        RawEvents::open_with(path, label, tid, |file| file)
+    }
+
+    /// [`RawEvents::open`], reading the file through `wrap` (which counts
+    /// the bytes read, for instance).
+    pub fn open_with<R: Read + Send + 'static>(
+        path: &Path,
+        label: impl Into<String>,
+        tid: Option<u32>,
+        wrap: impl FnOnce(File) -> R,
+    ) -> RawEvents {
         let label = label.into();
-        match File::open(path) {
-            Ok(file) => {
-                let len = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
-                RawEvents::from_reader(file, len, label, tid)
-            }
+        match file::open_regular(path) {
+            Ok((file, len)) => RawEvents::from_reader(wrap(file).take(len), Some(len), label, tid),
             Err(e) => {
                 let mut raw = RawEvents::from_reader(std::io::empty(), Some(0), label, tid);
-                raw.stop(format!("cannot read: {e}"));
+                raw.stop(e.to_string());
                 raw
             }
         }

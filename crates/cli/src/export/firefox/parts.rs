@@ -250,6 +250,12 @@ pub fn functions(profile: &mut Profile, process: &Process, demangle: bool) -> Ha
     funcs
 }
 
+/// The samples a whole profile may add to split stretches longer than a
+/// weight can say (`i32::MAX` ns, 2.1 s): 2^20 of them, 26 days of
+/// stretches. Past that a stretch weighs at most 2.1 s, so that a damaged
+/// time (a `TIME` event 584 years on) cannot make billions of samples.
+pub const SPLIT_BUDGET: u64 = 1 << 20;
+
 /// Turns the stack changes of a thread into samples: a sample is added
 /// once the next change is known, weighted by the time (ns) until then.
 pub struct Sampler {
@@ -263,17 +269,38 @@ pub struct Sampler {
     busy_ns: u64,
     /// Samples added.
     pub samples: u64,
+    /// Samples left for splitting stretches (from [`SPLIT_BUDGET`]).
+    pub budget: u64,
+    /// Stretches cut short when the budget was spent.
+    pub cut: u64,
 }
 
 impl Sampler {
-    pub fn new(thread: ThreadHandle, origin: u64) -> Sampler {
+    /// The sampler of `thread`, with `budget` samples to split stretches.
+    pub fn new(thread: ThreadHandle, origin: u64, budget: u64) -> Sampler {
         Sampler {
             thread,
             origin,
             current: None,
             busy_ns: 0,
             samples: 0,
+            budget,
+            cut: 0,
         }
+    }
+
+    /// The damage note of thread file `label` when stretches were cut.
+    pub fn note(&self, label: &str) -> Option<String> {
+        let (n, what) = match self.cut {
+            0 => return None,
+            1 => (1, "stretch with one stack weighs"),
+            n => (n, "stretches with one stack weigh"),
+        };
+        Some(format!(
+            "{label}: {n} {what} only {} ns in the Firefox profile \
+             (longer than its {SPLIT_BUDGET} samples for long stretches can say)",
+            i32::MAX
+        ))
     }
 
     /// The stack is `stack` from `ns` on (a time that goes back is raised).
@@ -300,9 +327,17 @@ impl Sampler {
         }
     }
 
-    /// Samples of `stack` from `since` for `ns`, in pieces that fit a weight.
+    /// Samples of `stack` from `since` for `ns`, in pieces that fit a
+    /// weight, as many as the budget allows.
     fn add(&mut self, profile: &mut Profile, since: u64, stack: Option<StackHandle>, ns: u64) {
         let (mut at, mut left) = (since, ns);
+        let pieces = ns.div_ceil(i32::MAX as u64).max(1);
+        if pieces - 1 > self.budget {
+            self.cut += 1;
+            left = left.min(i32::MAX as u64);
+        } else {
+            self.budget -= pieces - 1;
+        }
         loop {
             let weight = left.min(i32::MAX as u64);
             let cpu = CpuDelta::from_nanos(self.busy_ns);

@@ -434,6 +434,23 @@ fn names_long_gaps_and_empty_traces() {
     ];
     assert_eq!(got, expected);
 
+    // A damaged time 584 years on: the stretch weighs i32::MAX ns, not
+    // the billions of samples it would take.
+    let dir = scratch("damaged");
+    process(&dir, 500, &["./slow"], T0, &["main", "f"]);
+    let mut c = ChunkBuilder::new(500, 0, T0);
+    c.entry(0, T0).entry(1, u64::MAX);
+    thread(&dir, 500, 500, &[&c]);
+    let (p, stats) = convert(&dir, true);
+    let got = samples(thread_of(&p, "500"));
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!((got[0].0, got[0].1.clone(), got[0].2), (0, s(&["main"]), max));
+    assert_eq!((got[1].1.clone(), got[1].2), (s(&[]), 0));
+    assert_eq!(stats.damage.len(), 1, "{:?}", stats.damage);
+    assert!(
+        stats.damage[0].starts_with("p500/t500.events: 1 stretch with one stack weighs only 2147483647 ns")
+    );
+
     // No events: nothing is written.
     let dir = scratch("empty");
     process(&dir, 400, &["./idle"], T0, &["main"]);

@@ -1,0 +1,23 @@
+//! fntrace as a library: the subcommands ([`cmd`]) the `fntrace` binary
+//! runs, and [`readers`], every reader of a data directory as one call
+//! whose output goes to a writer (for the fuzz target in `fuzz/`, which
+//! runs them in-process).
+#![forbid(unsafe_code)]
+
+pub mod cmd;
+mod control;
+mod export;
+mod forward;
+mod funcgraph;
+mod inject;
+mod launch;
+mod merge;
+mod nothing;
+mod options;
+mod output;
+pub mod readers;
+mod stats;
+mod trace;
+mod units;
+
+pub use output::is_broken_pipe;
