@@ -140,6 +140,35 @@ impl Tally {
         assert_eq!(self.lost, 0, "{what}: lost events");
         assert_eq!(self.entries, self.ends, "{what}: entries and ends");
     }
+
+    /// Whole but for a few events said lost, in a storm of `handled`
+    /// signals: a fast path writes its event's word just after reserving
+    /// it; a signal in between whose handlers (a storm keeps delivering
+    /// pending ones before the thread runs again) fill the rest of the
+    /// chunk sends it to the file with the word still 0, read as one lost
+    /// event (`docs/TRACING.md`; 0 to 13 in a run of 0.4 to 2.1 million
+    /// handled signals). Every count may then fall short by that much, and
+    /// no more. Returns how many.
+    fn assert_whole_but_said(&self, what: &str, handled: u64) -> u64 {
+        assert!(self.damage.is_empty(), "{what}: damage {:?}", self.damage);
+        assert!(
+            self.lost <= 8 + handled / 20_000,
+            "{what}: {} events lost in {handled} signals",
+            self.lost
+        );
+        // (The function tracer records entries only.)
+        let ends = if self.ends == 0 { self.entries } else { self.ends };
+        assert!(
+            self.entries.abs_diff(ends) <= self.lost,
+            "{what}: entries and ends"
+        );
+        self.lost
+    }
+}
+
+/// `a` equals `b` to within `slack`.
+fn near(a: u64, b: u64, slack: u64) -> bool {
+    a.abs_diff(b) <= slack
 }
 
 /// The number after `key` in `text` (`handled 123`).
@@ -154,17 +183,25 @@ fn number_after(text: &str, key: &str) -> u64 {
 
 /// Every call of the recursion is there, and every handler call: a
 /// handler's calls are traced, or counted as not traced (when the signal
-/// interrupted the tracer's generic path, both the handler and its leaf).
+/// interrupted the tracer's generic path, both the handler and its leaf),
+/// or said lost. The run's stderr says how many signals it handled.
 fn check_storm(what: &str, traced: &Output, dir: &Path, iterations: u64) {
     let handled = number_after(&text(&traced.stderr), "handled ");
     let t = Tally::of(dir);
-    t.assert_whole(what);
-    assert_eq!(t.calls("rec"), iterations * 101, "{what}: rec");
-    assert_eq!(t.calls("hleaf"), t.calls("on_signal"), "{what}: handler and leaf");
-    assert_eq!(
-        t.calls("on_signal") + t.untraced / 2,
-        handled,
-        "{what}: handler calls"
+    let lost = t.assert_whole_but_said(what, handled);
+    let (rec, handler, leaf) = (t.calls("rec"), t.calls("on_signal"), t.calls("hleaf"));
+    assert!(
+        near(rec, iterations * 101, lost),
+        "{what}: rec {rec}, lost {lost}"
+    );
+    assert!(
+        near(leaf, handler, lost),
+        "{what}: handler {handler} and leaf {leaf}"
+    );
+    assert!(
+        near(handler + t.untraced / 2, handled, lost),
+        "{what}: handler calls {handler} + {} not traced, {handled} handled, {lost} lost",
+        t.untraced / 2
     );
     assert!(handled > 0, "{what}: no signal arrived");
 }
@@ -198,16 +235,7 @@ fn signal_handlers_calling_traced_code() {
             &["timer"],
         );
         same_behaviour(&what, &traced, &alone);
-        let handled = number_after(&text(&traced.stderr), "handled ");
-        let t = Tally::of(&dir);
-        assert!(t.damage.is_empty() && t.lost == 0, "{what}: {t:?}");
-        assert_eq!(t.calls("rec"), 20_000 * 101, "{what}: rec");
-        assert_eq!(t.calls("hleaf"), t.calls("on_signal"), "{what}: handler and leaf");
-        assert_eq!(
-            t.calls("on_signal") + t.untraced / 2,
-            handled,
-            "{what}: handler calls"
-        );
+        check_storm(&what, &traced, &dir, 20_000);
         // About a second of storm, into the flight recorder.
         let long = ["timer", "300000"];
         let alone = untraced(&exe, &long);
