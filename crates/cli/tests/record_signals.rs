@@ -123,7 +123,10 @@ fn live_passes_signals_on() {
 
 /// Ctrl-C on a terminal: the terminal sends SIGINT to the whole foreground
 /// process group, the program included; fntrace must not send it a second
-/// one. The terminal is a real pseudo-terminal (`script`).
+/// one. The terminal is a real pseudo-terminal (`script`). `script` runs
+/// the command through `$SHELL -c`, and dash (Debian's `/bin/sh`) stays as
+/// fntrace's parent in the foreground group, where the Ctrl-C kills it:
+/// hence `exec`, and the shell named.
 #[test]
 fn terminal_ctrl_c_reaches_the_program_once() {
     procs::runtime();
@@ -131,11 +134,12 @@ fn terminal_ctrl_c_reaches_the_program_once() {
     let work = Work::new("record-ctrl-c");
     build(&work);
     let command = format!(
-        "{} record -o tty.data ./sig handle",
+        "exec {} record -o tty.data ./sig handle",
         env!("CARGO_BIN_EXE_fntrace")
     );
     let mut script = std::process::Command::new("script")
         .args(["-qfec", &command, "/dev/null"])
+        .env("SHELL", "/bin/sh")
         .current_dir(&work.dir)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
