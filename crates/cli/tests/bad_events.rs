@@ -86,7 +86,7 @@ fn calls_nested_forty_thousand_deep() {
 fn calls_nested_deeper_than_the_limit() {
     let work = Work::new("bad-events-deeper");
     let d = trace(&work, |c| {
-        for i in 0..70_000 {
+        for i in 0..135_536 {
             c.entry(F, T0 + i);
         }
     });
@@ -94,7 +94,7 @@ fn calls_nested_deeper_than_the_limit() {
     for run in every_reader(d.path()).iter().filter(|r| r.args[0] != "info") {
         assert!(
             run.notes()
-                .contains("p1/t1.events: 4464 calls nested deeper than 65536 left out"),
+                .contains("p1/t1.events: 4464 calls nested deeper than 131072 left out"),
             "{:?}: {}",
             run.args,
             run.stderr()

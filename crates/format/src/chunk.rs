@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | 0 | 4 | magic `FNTC` |
 //! | 4 | 2 | format version (2; 1 is still read) |
-//! | 6 | 2 | flags ([`FLAG_FLIGHT`], [`FLAG_LAST`]) |
+//! | 6 | 2 | flags ([`FLAG_FLIGHT`], [`FLAG_LAST`], [`FLAG_CONTINUED`]) |
 //! | 8 | 4 | tid |
 //! | 12 | 4 | sequence number of the chunk in the thread |
 //! | 16 | 4 | `len`: bytes of events that follow |
@@ -29,13 +29,17 @@ pub const VERSION_PREVIOUS_EVENT: u16 = 1;
 pub const FLAG_FLIGHT: u16 = 1;
 /// Flag: the last chunk of the thread (written when the thread ended).
 pub const FLAG_LAST: u16 = 2;
+/// Flag: the rest of the chunk just before it in the file, which has the
+/// same sequence number (a chunk written in two parts: its first part by a
+/// flight recorder's dump or a final flush while it was being filled).
+pub const FLAG_CONTINUED: u16 = 4;
 
 /// The fields of a chunk header other than the magic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkHeader {
     /// [`VERSION`] (how its deltas count), or [`VERSION_PREVIOUS_EVENT`].
     pub version: u16,
-    /// [`FLAG_FLIGHT`], [`FLAG_LAST`]; other bits are reserved (written 0,
+    /// [`FLAG_FLIGHT`], [`FLAG_LAST`], [`FLAG_CONTINUED`]; other bits are reserved (written 0,
     /// ignored when read).
     pub flags: u16,
     /// The thread that wrote the chunk.

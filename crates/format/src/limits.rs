@@ -14,6 +14,10 @@
 
 /// Chunks in a thread's buffer.
 pub const CHUNKS: u64 = 16;
+/// The deepest nesting of calls the runtime records in a thread (its
+/// shadow stack; a deeper call is not traced, and counted) and a reader
+/// follows.
+pub const MAX_NESTING: usize = 131_072;
 /// The page a chunk is made of.
 pub const PAGE: u64 = 4096;
 /// The smallest buffer: a page per chunk (64 KiB).

@@ -11,13 +11,15 @@
 //!   has one, the look stops there, and the caller closes the calls above
 //!   it: each frame is looked at once before it is closed.
 //!
-//! The runtime's own stack holds 4,096 frames per thread; a deeper nesting
-//! in a file comes from damage (or lost exits).
+//! The runtime's own stack holds 131,072 frames per thread (a deeper call
+//! is not traced, and counted); a deeper nesting in a file comes from
+//! damage (or lost exits).
 
 use std::collections::HashMap;
 
-/// The most calls a reader keeps open in one thread.
-pub const MAX_DEPTH: usize = 1 << 16;
+/// The most calls a reader keeps open in one thread: the runtime's own
+/// limit, so that everything recorded reads back.
+pub const MAX_DEPTH: usize = crate::limits::MAX_NESTING;
 
 /// Open calls, innermost last: each a function id and what the reader
 /// keeps about it.
@@ -104,7 +106,7 @@ impl<T> CallStack<T> {
     }
 
     /// The damage note of a thread file `label` whose entries were left
-    /// out: `p1/t2.events: N calls nested deeper than 65536 left out`.
+    /// out: `p1/t2.events: N calls nested deeper than 131072 left out`.
     pub fn note(&self, label: &str) -> Option<String> {
         (self.left_out > 0).then(|| {
             format!(
@@ -148,7 +150,7 @@ mod tests {
         assert_eq!(s.last(), Some(&(7, MAX_DEPTH - 1)));
         assert_eq!(
             s.note("p1/t2.events").as_deref(),
-            Some("p1/t2.events: 3 calls nested deeper than 65536 left out")
+            Some("p1/t2.events: 3 calls nested deeper than 131072 left out")
         );
         while s.pop().is_some() {}
         assert!(s.is_empty() && s.position(7).is_none());

@@ -284,7 +284,9 @@ impl RawEvents {
             }
         }
         let seq = u64::from(header.seq);
-        if seq < self.next_seq {
+        // The rest of the chunk before it, written later: no chunk missing.
+        let continued = header.flags & crate::chunk::FLAG_CONTINUED != 0 && seq + 1 == self.next_seq;
+        if seq < self.next_seq && !continued {
             self.stop_at(
                 at,
                 format!(
@@ -294,7 +296,7 @@ impl RawEvents {
             );
             return None;
         }
-        let missing = seq - self.next_seq;
+        let missing = (seq + 1).saturating_sub(self.next_seq + u64::from(!continued));
         self.next_seq = seq + 1;
         self.chunk_end = self.offset + u64::from(header.len);
         self.ticks = Ticks::new(&header);
