@@ -65,6 +65,9 @@ pub struct RecordFlags {
     /// Keep only the last SIZE of events per thread, written at exit (no streaming).
     #[arg(long = "flight-recorder", value_name = "SIZE", value_parser = buffer_size)]
     flight_recorder: Option<u64>,
+    /// Drop events (and count them) when a thread's buffers are full, instead of making it wait for the writer.
+    #[arg(long)]
+    lossy: bool,
     /// Run the command even if it has no patchable sites (its libraries may have).
     #[arg(long)]
     force: bool,
@@ -85,6 +88,7 @@ impl RecordFlags {
                 graph_functions: self.graph_function,
                 buffer_size: self.buffer_size,
                 flight_recorder: self.flight_recorder,
+                lossy: self.lossy,
                 force: self.force,
             },
             command,

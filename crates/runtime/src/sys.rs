@@ -296,6 +296,39 @@ pub fn alt_stack() -> Option<(usize, usize, bool)> {
     ))
 }
 
+/// Waits (at most `timeout_ms`) while `word` holds `expected`, or until a
+/// [`futex_wake`] on it (async-signal-safe: one system call).
+pub fn futex_wait(word: &std::sync::atomic::AtomicU32, expected: u32, timeout_ms: u64) {
+    let ts = libc::timespec {
+        tv_sec: (timeout_ms / 1000) as libc::time_t,
+        tv_nsec: ((timeout_ms % 1000) * 1_000_000) as libc::c_long,
+    };
+    // SAFETY: FUTEX_WAIT on an aligned u32 that stays mapped, with a valid
+    // relative timeout; it only sleeps.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            &ts as *const libc::timespec,
+        );
+    }
+}
+
+/// Wakes every thread waiting on `word` ([`futex_wait`]).
+pub fn futex_wake(word: &std::sync::atomic::AtomicU32) {
+    // SAFETY: FUTEX_WAKE on an aligned u32; it only wakes waiters.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            i32::MAX,
+        );
+    }
+}
+
 /// Writes to stderr with one system call (no locks: safe anywhere).
 pub fn write_stderr(msg: &[u8]) {
     // SAFETY: writes `msg.len()` bytes from a valid slice.

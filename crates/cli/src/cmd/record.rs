@@ -68,6 +68,7 @@ pub struct Options {
     pub graph_functions: Vec<String>,
     pub buffer_size: Option<u64>,
     pub flight_recorder: Option<u64>,
+    pub lossy: bool,
     pub force: bool,
 }
 
@@ -175,10 +176,12 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
     Ok(Ok(ending))
 }
 
-/// One line for the events the runtime lost, as each process counted them
-/// in `process.json`, and why; `None` if it lost none.
+/// One line for what the trace is missing, as each process's runtime
+/// counted it in `process.json` — events lost (how many, what part of the
+/// trace, why, and what avoids it), events it could not write, calls it did
+/// not trace —; `None` if it misses nothing.
 pub fn losses(dir: &Path) -> Option<String> {
-    let (mut lost, mut errors) = (0u64, Vec::new());
+    let (mut lost, mut untraced, mut words, mut errors) = (0u64, 0u64, 0u64, Vec::new());
     for entry in fs::read_dir(dir).ok()?.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if layout::parse_process_dir(&name).is_none() {
@@ -189,17 +192,45 @@ pub fn losses(dir: &Path) -> Option<String> {
             continue;
         };
         lost += process.lost;
+        untraced += process.untraced;
         errors.extend(process.write_error.map(|e| format!("{name}: {e}")));
+        // The events written, about: the thread files' words.
+        words += fs::read_dir(entry.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|f| f.file_name().to_string_lossy().ends_with(".events"))
+            .filter_map(|f| f.metadata().ok())
+            .map(|m| m.len() / 8)
+            .sum::<u64>();
     }
-    let what = match (lost, errors.is_empty()) {
-        (0, true) => return None,
-        (0, false) => errors.join("; "),
-        (n, true) => format!(
-            "{n} events lost (the buffers were full: the writer fell behind; a larger --buffer-size keeps more)"
-        ),
-        (n, false) => format!("{n} events lost ({})", errors.join("; ")),
-    };
-    Some(format!("fntrace: warning: the trace is incomplete: {what}"))
+    let lossy = fs::read_to_string(dir.join(layout::INFO))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .is_some_and(|v| v["options"]["lossy"] == serde_json::Value::Bool(true));
+    let mut parts = Vec::new();
+    if lost > 0 {
+        let share = 100.0 * lost as f64 / (lost + words).max(1) as f64;
+        let why = if !errors.is_empty() {
+            errors.join("; ")
+        } else if lossy {
+            "--lossy drops events when a thread's buffers are full; without it the thread waits for the writer"
+                .to_string()
+        } else {
+            "the writer could not keep up and could not be waited for; a larger --buffer-size keeps more"
+                .to_string()
+        };
+        parts.push(format!("{lost} events lost ({share:.2}% of the trace: {why})"));
+    } else if !errors.is_empty() {
+        parts.push(errors.join("; "));
+    }
+    if untraced > 0 {
+        parts.push(format!(
+            "{untraced} calls not traced (nested deeper than {} calls, or made by signal handlers that interrupted the tracer)",
+            fntrace_format::limits::MAX_NESTING
+        ));
+    }
+    (!parts.is_empty()).then(|| format!("fntrace: warning: the trace is incomplete: {}", parts.join("; ")))
 }
 
 /// The `FNTRACE_*` variables for the runtime (`docs/FORMAT.md`); `None`
@@ -219,6 +250,7 @@ pub fn environment(request: &Request, dir: &Path) -> Vec<(&'static str, Option<O
         ("FNTRACE_TRIGGERS", list(&o.triggers, ";")),
         ("FNTRACE_BUFFER_SIZE", number(o.buffer_size)),
         ("FNTRACE_FLIGHT", number(o.flight_recorder)),
+        ("FNTRACE_LOSSY", o.lossy.then(|| OsString::from("1"))),
     ]
 }
 

@@ -5,6 +5,7 @@
 
 mod asm;
 mod clock;
+mod ending;
 pub mod fids;
 mod graph;
 mod process;
@@ -254,6 +255,7 @@ pub fn start(var: &dyn Fn(&str) -> Option<String>, attached: bool) -> Result<(),
     let chunk = (per_thread / thread::NCHUNKS as u64).next_multiple_of(4096);
     thread::CHUNK_BYTES.store(chunk, Ordering::Relaxed);
     thread::FLIGHT.store(parsed.flight.is_some(), Ordering::Relaxed);
+    thread::LOSSY.store(var("FNTRACE_LOSSY").is_some(), Ordering::Relaxed);
     let kind = parsed.config.kind;
     set_config(parsed.config);
     let root = PathBuf::from(root);
@@ -374,7 +376,7 @@ pub fn stop() {
     write_out(true);
     *session::lock() = None;
     writer::files().dir = None;
-    process::uninstall();
+    ending::uninstall();
 }
 
 /// The unwinder entry points the runtime wraps (`unwind.rs`), by index.

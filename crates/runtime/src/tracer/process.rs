@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, MutexGuard, Once, OnceLock};
+use std::sync::{MutexGuard, Once, OnceLock};
 
 use super::session::{self, Session};
 use super::thread::{self, THREADS};
@@ -26,9 +26,6 @@ thread_local! {
     static FORK_GUARDS: RefCell<Option<Guards>> = const { RefCell::new(None) };
 }
 
-/// The signal that makes the flight recorder write its buffers.
-pub const FLIGHT_SIGNAL: c_int = libc::SIGUSR2;
-
 /// The process the tracer records: set at start and in a forked child. A
 /// `vfork` child runs no fork handler: its pid differs from this one
 /// while it shares the parent's memory, until it execs or exits.
@@ -37,19 +34,15 @@ static PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 /// Whether this is a child that shares the traced process's memory (made
 /// by `vfork`, or `clone` with `CLONE_VM`): it must not touch the tracer's
 /// state, which is its parent's.
-fn in_shared_child() -> bool {
+pub(super) fn in_shared_child() -> bool {
     // SAFETY: getpid cannot fail.
     let pid = unsafe { libc::getpid() } as u32;
     let traced = PID.load(Ordering::Relaxed);
     traced != 0 && pid != traced
 }
 
-/// The dispositions the tracer installed, with those they replaced.
-static INSTALLED: Mutex<Vec<(c_int, usize, libc::sigaction)>> = Mutex::new(Vec::new());
-
-/// Sets up the key destructor and the fork handlers (once), the
-/// terminating signals' handlers (unless `attached`: a process we attach to
-/// keeps its dispositions) and the flight signal.
+/// Sets up the key destructor and the fork handlers (once), and the
+/// signal handlers of the process's end (`ending.rs`).
 pub fn install(flight: bool, attached: bool) {
     // SAFETY: getpid cannot fail.
     PID.store(unsafe { libc::getpid() } as u32, Ordering::Relaxed);
@@ -63,89 +56,7 @@ pub fn install(flight: bool, attached: bool) {
         // SAFETY: the handlers are plain functions that stay loaded.
         unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
     });
-    // Terminating signals the program leaves at their default: write the
-    // buffers, then die of the signal as the program would have.
-    if !attached {
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-            set_handler(sig, on_terminate as *const () as usize, 0, true);
-        }
-    }
-    if flight {
-        set_handler(
-            FLIGHT_SIGNAL,
-            on_flight_signal as *const () as usize,
-            libc::SA_RESTART,
-            false,
-        );
-    }
-}
-
-/// Installs `handler` for `sig` (only where the disposition is the default,
-/// if `only_default`) and remembers what it replaced.
-fn set_handler(sig: c_int, handler: usize, flags: c_int, only_default: bool) {
-    // SAFETY: a query of the disposition, then a zeroed sigaction (a valid
-    // "empty mask" value) with a handler that stays loaded.
-    unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
-            || (only_default && old.sa_sigaction != libc::SIG_DFL)
-            || old.sa_sigaction == handler
-        {
-            return;
-        }
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = handler;
-        sa.sa_flags = flags;
-        libc::sigemptyset(&mut sa.sa_mask);
-        if libc::sigaction(sig, &sa, std::ptr::null_mut()) == 0 {
-            INSTALLED
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((sig, handler, old));
-        }
-    }
-}
-
-/// Puts back the dispositions `install` replaced, where ours is still in
-/// place (the program may have set its own since).
-pub fn uninstall() {
-    for (sig, handler, old) in INSTALLED.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
-        // SAFETY: a query, then the saved disposition put back as it was.
-        unsafe {
-            let mut now: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut now) == 0 && now.sa_sigaction == handler {
-                libc::sigaction(sig, &old, std::ptr::null_mut());
-            }
-        }
-    }
-}
-
-extern "C" fn on_terminate(sig: c_int) {
-    let _errno = crate::sys::ErrnoGuard::new();
-    if writer::request_final() {
-        // Up to 2 s for the writer: nanosleep is async-signal-safe.
-        for _ in 0..400 {
-            if writer::final_done() {
-                break;
-            }
-            let ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 5_000_000,
-            };
-            // SAFETY: a valid timespec; no remainder wanted.
-            unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
-        }
-    }
-    // SAFETY: back to the default disposition; the signal, blocked while
-    // this handler runs, is delivered when it returns.
-    unsafe {
-        libc::signal(sig, libc::SIG_DFL);
-        libc::raise(sig);
-    }
-}
-
-extern "C" fn on_flight_signal(_: c_int) {
-    writer::DUMP.store(true, Ordering::Relaxed);
+    super::ending::install(flight, attached);
 }
 
 /// A thread's first traced call: its key makes the destructor run.
@@ -167,6 +78,7 @@ unsafe extern "C" fn thread_end(_: *mut c_void) {
 }
 
 extern "C" fn prepare() {
+    writer::FORKING.store(true, Ordering::Release);
     let state = crate::api::lock();
     let session = session::lock();
     let files = writer::files();
@@ -175,11 +87,14 @@ extern "C" fn prepare() {
 
 extern "C" fn parent() {
     FORK_GUARDS.with(|g| drop(g.borrow_mut().take()));
+    writer::FORKING.store(false, Ordering::Release);
 }
 
 extern "C" fn child() {
     let _errno = crate::sys::ErrnoGuard::new();
     crate::no_unwind("fork", || {
+        writer::FORKING.store(false, Ordering::Release);
+        writer::forget_in_child();
         let Some((state, mut session, mut files)) = FORK_GUARDS.with(|g| g.borrow_mut().take()) else {
             return;
         };

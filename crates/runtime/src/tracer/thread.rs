@@ -42,8 +42,10 @@ pub const WRITING: u32 = 3;
 
 /// Chunks per thread.
 pub const NCHUNKS: usize = 16;
-/// Frames in the shadow stack: deeper calls are not traced (counted).
-pub const SHADOW: usize = 4096;
+/// Frames in the shadow stack: deeper calls are not traced (counted, and
+/// said). 8 MiB of address space a thread, touched only as deep as calls
+/// go: a 100,000-deep recursion is recorded whole.
+pub const SHADOW: usize = fntrace_format::limits::MAX_NESTING;
 
 /// Return addresses kept for frames ended without their return.
 pub const PARKED: usize = 1024;
@@ -122,16 +124,16 @@ pub mod off {
 }
 
 /// The cursor: bits 0–31 the write pointer, in words from the thread's
-/// head (0: no chunk taken); bits 32–50 the depth, in bytes of frames
-/// (depth × 64); bits 51–63 a count of commits, bumped by every one, so
+/// head (0: no chunk taken); bits 32–55 the depth, in bytes of frames
+/// (depth × 64); bits 56–63 a count of commits, bumped by every one, so
 /// that a signal handler that recorded nothing (its events dropped) and
 /// left the depth as it was still changes the word, and the code it
 /// interrupted sees it changed.
 pub const DEPTH_SHIFT: u32 = 32;
 /// The depth's bits (in bytes), once shifted down.
-pub const DEPTH_MASK: u64 = (1 << 19) - 1;
+pub const DEPTH_MASK: u64 = (1 << 24) - 1;
 /// Where the commit count starts.
-pub const COUNT_SHIFT: u32 = 51;
+pub const COUNT_SHIFT: u32 = 56;
 const FRAME: u64 = std::mem::size_of::<Frame>() as u64;
 const _: () = assert!((SHADOW as u64) * FRAME < DEPTH_MASK && DEPTH_MASK << DEPTH_SHIFT < 1 << COUNT_SHIFT);
 /// The cursor step of an event word and a frame pushed.
@@ -501,14 +503,22 @@ impl Thread {
     /// first, then the write pointer (a handler jumping out in between
     /// leaves nothing half-written).
     #[inline]
-    pub fn emit(&mut self, kind: Kind, fid: u32, now: u64, payload: Option<u64>) {
+    pub fn emit(&mut self, kind: Kind, fid: u32, mut now: u64, payload: Option<u64>) {
         if FINISHED.load(Ordering::Relaxed) {
             return;
         }
-        if (self.chunk == usize::MAX || self.wptr() > self.wend) && !self.switch() {
-            self.dropped += 1;
-            self.lost_total.fetch_add(1, Ordering::Relaxed);
-            return;
+        if self.chunk == usize::MAX || self.wptr() > self.wend {
+            let waits = WAITS.load(Ordering::Relaxed);
+            if !self.switch() {
+                self.dropped += 1;
+                self.lost_total.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            if WAITS.load(Ordering::Relaxed) != waits && matches!(kind, Kind::Entry | Kind::EntryCaller) {
+                // The thread waited for the writer before the function
+                // began: its entry is now, not the wait in its time.
+                now = super::clock::now();
+            }
         }
         let start = self.wptr();
         let mut w = start;
@@ -559,16 +569,19 @@ impl Thread {
             .compare_exchange(FREE, FILLING, Ordering::Acquire, Ordering::Relaxed)
             .is_ok();
         if !took {
-            // The flight recorder overwrites the oldest chunk, zeroed first
-            // as the writer does the chunks it frees.
-            if !self.flight
-                || c.state
+            if self.flight {
+                // The flight recorder overwrites the oldest chunk, zeroed
+                // first as the writer does the chunks it frees.
+                if c.state
                     .compare_exchange(FULL, FILLING, Ordering::Acquire, Ordering::Relaxed)
                     .is_err()
-            {
+                {
+                    return false;
+                }
+                super::writer::clear(c, (self.cap * 8) as u32);
+            } else if LOSSY.load(Ordering::Relaxed) || !wait_free(c) {
                 return false;
             }
-            super::writer::clear(c, (self.cap * 8) as u32);
         }
         c.seq.store(self.seq, Ordering::Relaxed);
         c.lost
@@ -627,6 +640,40 @@ impl Thread {
         self.untraced.store(0, Ordering::Relaxed);
     }
 }
+
+/// Lossy mode (`--lossy`): a thread whose buffers are full drops events
+/// (and counts them) rather than wait for the writer.
+pub static LOSSY: AtomicBool = AtomicBool::new(false);
+
+/// Waits until the writer frees chunk `c` and takes it; false if it cannot
+/// wait (no writer running, recording finished, or this thread holds what
+/// the writer needs: `writer::can_wait`). The backpressure of the default
+/// lossless mode: a thread that outruns the writer waits for it.
+fn wait_free(c: &Chunk) -> bool {
+    super::writer::wake();
+    // A writer that frees nothing for 10 s is stuck, not slow: drop then.
+    for _ in 0..200 {
+        match c
+            .state
+            .compare_exchange(FREE, FILLING, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => return true,
+            Err(state) => {
+                if FINISHED.load(Ordering::Relaxed) || !super::writer::can_wait() {
+                    return false;
+                }
+                WAITS.fetch_add(1, Ordering::Relaxed);
+                super::writer::WAITERS.fetch_add(1, Ordering::AcqRel);
+                sys::futex_wait(&c.state, state, 50);
+                super::writer::WAITERS.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+    false
+}
+
+/// Times a thread waited for the writer (all threads).
+pub static WAITS: AtomicU64 = AtomicU64::new(0);
 
 /// Makes this thread's state and registers it.
 fn create() -> Option<*mut Thread> {

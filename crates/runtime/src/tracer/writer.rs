@@ -48,6 +48,24 @@ pub static DUMP: AtomicBool = AtomicBool::new(false);
 static FINAL: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 static RUNNING: AtomicBool = AtomicBool::new(false);
 
+/// In a forked child: the parent's writer thread is not here (until
+/// `start`).
+pub fn forget_in_child() {
+    RUNNING.store(false, Ordering::Release);
+}
+
+/// Threads waiting for the writer to free a chunk (lossless mode).
+pub static WAITERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// Set while a `fork` is being prepared: the forking thread holds the
+/// writer's lock, so it must not wait for the writer.
+pub static FORKING: AtomicBool = AtomicBool::new(false);
+
+/// Whether a traced thread may wait for the writer to free a chunk: the
+/// writer runs, and no `fork` holds its lock.
+pub fn can_wait() -> bool {
+    RUNNING.load(Ordering::Acquire) && !STOP.load(Ordering::Relaxed) && !FORKING.load(Ordering::Acquire)
+}
+
 /// From a signal handler: asks the writer for the final flush; false if
 /// there is no writer to ask.
 pub fn request_final() -> bool {
@@ -176,6 +194,9 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
         }
         clear(c, len);
         c.state.store(FREE, Ordering::Release);
+        if WAITERS.load(Ordering::Acquire) > 0 {
+            crate::sys::futex_wake(&c.state);
+        }
     }
     if partial {
         for i in 0..NCHUNKS {
@@ -204,11 +225,15 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
             let len = write_chunk(files, t, i, skip, len);
             files.partial.insert(t.tid, (seq, len));
         }
-        // A thread still dropping at the end: an empty chunk carries the
-        // count, so that readers see every loss.
-        // (The owner's fields, read at the final flush: recording stopped.)
+    }
+    // A thread still dropping at the end (the final flush, or the thread
+    // ended): an empty chunk carries the count, so that readers see every
+    // loss. (The owner's fields, read when it records no more.)
+    let ended = t.dead.load(Ordering::Acquire);
+    if partial || ended {
         let (chunk, dropped, last) = (t.chunk, t.dropped, t.base);
-        if chunk == usize::MAX && dropped > 0 {
+        let unwritten = t.chunks.iter().any(|c| c.state.load(Ordering::Acquire) == FULL);
+        if chunk == usize::MAX && dropped > 0 && !(ended && unwritten) {
             let seq = files.next.get(&t.tid).copied().unwrap_or(0);
             let header = ChunkHeader {
                 version: fntrace_format::chunk::VERSION,
@@ -248,9 +273,14 @@ fn write_chunk(files: &mut Files, t: &Thread, i: usize, skip: u32, len: u32) -> 
     if skip > 0 {
         start = continuation_start(start, &data[..skip as usize]);
     }
+    let continued = if skip > 0 {
+        fntrace_format::chunk::FLAG_CONTINUED
+    } else {
+        0
+    };
     let header = ChunkHeader {
         version: fntrace_format::chunk::VERSION,
-        flags: c.flags.load(Ordering::Relaxed) as u16,
+        flags: c.flags.load(Ordering::Relaxed) as u16 | continued,
         tid: t.tid,
         seq: c.seq.load(Ordering::Relaxed),
         len: len - skip,
