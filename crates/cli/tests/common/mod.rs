@@ -9,6 +9,7 @@ pub mod procs;
 pub mod readers;
 pub mod scenarios;
 pub mod styles;
+pub mod tally;
 pub mod tracedata;
 pub mod truth;
 

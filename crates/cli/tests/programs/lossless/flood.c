@@ -1,0 +1,31 @@
+// Two threads calling a traced leaf as fast as they can (issue 17): the
+// default recording must keep every event, however far ahead of the
+// writer they run. stdout says how many calls each thread made.
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static long calls;
+
+__attribute__((noinline)) long leaf(long x) {
+    __asm__ volatile("");
+    return x + 1;
+}
+
+static void *run(void *arg) {
+    long s = 0;
+    for (long i = 0; i < calls; i++)
+        s += leaf(i);
+    return (void *)s;
+}
+
+int main(int argc, char **argv) {
+    calls = argc > 1 ? atol(argv[1]) : 5000000;
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, run, NULL);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    printf("leaf %ld\n", 2 * calls);
+    return 0;
+}
