@@ -330,3 +330,92 @@ fn mips_rel_entries_keep_their_words() {
         assert_eq!(found, expected);
     }
 }
+
+/// What flags do for plain g++ 12 without the tool (besides `-flto`, a row
+/// of the build table): none of these makes the objects link; `-fno-weak`
+/// does, by making every template and inline function local to each
+/// object, a copy per object (an inline function's static variables and
+/// address then differ between objects); `-fno-toplevel-reorder` does for
+/// this program, where it happens to put a discarded copy first, and the
+/// entries of those objects are lost (found again by scanning).
+#[test]
+fn gxx_12_flags_without_the_tool() {
+    let work = Work::new("recordmcount_patchable-flags");
+    let build = |name: &str, flag: &str| -> (Vec<PathBuf>, PathBuf, std::process::Output) {
+        let objs = objects(
+            &work,
+            name,
+            "g++",
+            CXX,
+            &["-O2", "-fpatchable-function-entry=5", flag],
+        );
+        let bin = work.path(name).join("prog");
+        let out = Command::new("g++")
+            .args(&objs)
+            .arg("-o")
+            .arg(&bin)
+            .output()
+            .unwrap();
+        (objs, bin, out)
+    };
+    for flag in [
+        "-ffunction-sections",
+        "-fno-inline",
+        "-fvisibility-inlines-hidden",
+        "-fno-semantic-interposition",
+        "-fno-gnu-unique",
+        "-fno-implicit-inline-templates",
+        "-fno-reorder-functions",
+    ] {
+        let (_, _, out) = build(flag.trim_start_matches('-'), flag);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains("defined in discarded section"),
+            "{flag}: {stderr}"
+        );
+    }
+
+    let (_, bin, out) = build("no-weak", "-fno-weak");
+    assert!(out.status.success());
+    let copies =
+        |listing: &[common::ListedFunction]| listing.iter().filter(|f| f.symbol == "_Z3mixi").count();
+    let local_mix = nm_functions(&bin).iter().filter(|(_, n)| n == "_Z3mixi").count();
+    assert_eq!(local_mix, 3);
+    assert_eq!(copies(&common::list(&bin)), 3);
+
+    let (_, bin, out) = build("no-toplevel-reorder", "-fno-toplevel-reorder");
+    assert!(out.status.success());
+    let listing = common::list(&bin);
+    assert!(
+        listing
+            .iter()
+            .any(|f| f.sites.iter().any(|s| s.source == "code-scan")),
+        "{listing:#?}"
+    );
+}
+
+/// A table whose relocations do not each cover an entry of their own is
+/// refused with one line, and the object is left as it was.
+#[test]
+fn a_broken_table_is_refused() {
+    let work = Work::new("recordmcount_patchable-broken");
+    let objs = objects(
+        &work,
+        "o",
+        "g++",
+        &CXX[..1],
+        &["-O2", "-fpatchable-function-entry=5"],
+    );
+    let relocs = sections(&objs[0])
+        .into_values()
+        .find(|s| s.name == format!(".rela{TABLE}"))
+        .unwrap();
+    let mut data = std::fs::read(&objs[0]).unwrap();
+    // The second relocation (24 bytes each) now points at the first entry.
+    let second = relocs.offset as usize + 24;
+    data[second..second + 8].copy_from_slice(&0u64.to_le_bytes());
+    std::fs::write(&objs[0], &data).unwrap();
+    let out = common::fntrace_output(&["recordmcount", objs[0].to_str().unwrap()]);
+    common::assert_fails(&out, 1, "not on an entry of its own");
+    assert!(std::fs::read(&objs[0]).unwrap() == data, "the object changed");
+}
