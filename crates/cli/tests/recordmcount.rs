@@ -10,43 +10,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::objects::{objects, recordmcount};
 use common::truth::{objdump, relocations, table};
-use common::{build_program, cc, fntrace_output, program, run, Work, CXX_PROGRAM, C_PROGRAM};
-
-/// Compiles `sources` to objects in `dir` with `compiler` and `flags`.
-fn objects(work: &Work, dir: &str, compiler: &str, sources: &[&str], flags: &[&str]) -> Vec<PathBuf> {
-    let dir = work.path(dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    sources
-        .iter()
-        .map(|src| {
-            let obj = dir.join(Path::new(src).file_stem().unwrap()).with_extension("o");
-            let source = program(src);
-            let mut args = vec!["-c", &source, "-o", obj.to_str().unwrap()];
-            args.extend(flags);
-            cc(compiler, &args);
-            obj
-        })
-        .collect()
-}
-
-fn record(objects: &[PathBuf]) {
-    let mut args = vec!["recordmcount".to_string()];
-    args.extend(objects.iter().map(|o| o.display().to_string()));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = fntrace_output(&args);
-    assert!(
-        out.status.success(),
-        "recordmcount: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use common::{build_program, cc, fntrace_output, run, Work, CXX_PROGRAM, C_PROGRAM};
 
 /// Compiles `sources` to objects and runs recordmcount on them; every new
 /// table entry must be relocated against a function symbol.
 fn recorded(work: &Work, dir: &str, compiler: &str, sources: &[&str], flags: &[&str]) -> Vec<PathBuf> {
     let objs = objects(work, dir, compiler, sources, flags);
-    record(&objs);
+    recordmcount(&objs);
     check_relocations(&objs);
     objs
 }

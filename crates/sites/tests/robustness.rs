@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fntrace_sites::recordmcount::Outcome;
-use fntrace_sites::Source;
+use fntrace_sites::recordmcount::{Mcount, Outcome};
+use fntrace_sites::{Binary, Source};
 
 fn compile(out: &Path, compiler: &str, args: &[&str]) {
     let status = Command::new(compiler)
@@ -92,17 +92,40 @@ fn samples(test: &str) -> Vec<PathBuf> {
 }
 
 /// Both entry points on one input. Any result is fine, but an object that
-/// recordmcount rewrites must read back with every site it recorded.
+/// recordmcount rewrites must read back with every site it recorded, and
+/// with the `__patchable_function_entries` sites it had.
 fn exercise(data: &[u8]) {
-    let _ = fntrace_sites::discover(data);
-    if let Ok(Outcome::Recorded { output, sites, .. }) = fntrace_sites::recordmcount::record(data) {
+    let before = fntrace_sites::discover(data);
+    if let Ok(Outcome {
+        output: Some(output),
+        mcount,
+        ..
+    }) = fntrace_sites::recordmcount::record(data)
+    {
+        let before = before.expect("recordmcount read it");
         let back = fntrace_sites::discover(&output).expect("a rewritten object reads back");
-        let from_table = back
-            .sites
-            .iter()
-            .filter(|s| s.source == Source::McountLoc)
-            .count();
-        assert_eq!(from_table, sites, "sites read back from the new table");
+        let from = |binary: &Binary, source: Source| -> Vec<(usize, u64)> {
+            binary
+                .sites
+                .iter()
+                .filter(|s| s.source == source)
+                .map(|s| (s.section, s.address))
+                .collect()
+        };
+        let recorded = match mcount {
+            Mcount::Recorded { sites, .. } => sites,
+            _ => from(&before, Source::McountLoc).len(),
+        };
+        assert_eq!(
+            from(&back, Source::McountLoc).len(),
+            recorded,
+            "sites read back from the new table"
+        );
+        assert_eq!(
+            from(&back, Source::PatchableFunctionEntries),
+            from(&before, Source::PatchableFunctionEntries),
+            "patchable entries regrouped"
+        );
     }
 }
 

@@ -1,5 +1,6 @@
 //! `fntrace recordmcount OBJECT.o...`: the build-time tool of seed `002_*`.
-//! Adds a `__mcount_loc` table to each relocatable object, in place.
+//! Adds a `__mcount_loc` table to each relocatable object, and regroups
+//! gcc's `__patchable_function_entries`, in place.
 
 use std::fs;
 use std::io::Write;
@@ -7,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use fntrace_sites::recordmcount::{self, Outcome};
+use fntrace_sites::recordmcount::{self, Mcount, Patchable};
 
 use crate::output::read_input;
 
@@ -17,10 +18,18 @@ table itself (clang, or gcc without -mrecord-mcount). Each entry is a
 relocation against the function symbol, and each code section gets its own
 table piece linked to it (SHF_LINK_ORDER, same COMDAT group), so the table
 stays exact under -ffunction-sections, --gc-sections and COMDAT folding.
-Objects that already have a table are left as they are. Each file is
-replaced atomically: a failure never leaves a half-written object.";
+Objects that already have a table are left as they are.
 
-/// Add __mcount_loc tables to relocatable objects, in place.
+For objects built with -fpatchable-function-entry by gcc, whose one
+__patchable_function_entries per object is linked to the object's first
+function (g++ 12 cannot link C++ templates used in two objects; entries
+are lost under --gc-sections), the entries are regrouped the same way:
+one piece per code section, linked to it, in its COMDAT group.
+
+Running it twice changes nothing the second time. Each file is replaced
+atomically: a failure never leaves a half-written object.";
+
+/// Add __mcount_loc tables, regroup __patchable_function_entries, in place.
 #[derive(clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
@@ -57,18 +66,22 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 fn rewrite(path: &Path) -> anyhow::Result<String> {
     let data = read_input(path)?;
     let outcome = recordmcount::record(&data).with_context(|| format!("{}", path.display()))?;
-    Ok(match outcome {
-        Outcome::AlreadyRecorded => "has a __mcount_loc table already".into(),
-        Outcome::NoSites => "calls no __fentry__/mcount: nothing to record".into(),
-        Outcome::Recorded {
-            output,
-            sites,
-            tables,
-        } => {
-            replace_file(path, &output).with_context(|| format!("cannot rewrite {}", path.display()))?;
-            format!("recorded {sites} sites in {tables} table sections")
+    let mcount = match outcome.mcount {
+        Mcount::AlreadyRecorded => "has a __mcount_loc table already".to_string(),
+        Mcount::NoSites => "calls no __fentry__/mcount: nothing to record".into(),
+        Mcount::Recorded { sites, tables } => format!("recorded {sites} sites in {tables} table sections"),
+    };
+    let patchable = match outcome.patchable {
+        Patchable::Absent => String::new(),
+        Patchable::Grouped => "; __patchable_function_entries is grouped by section already".into(),
+        Patchable::Regrouped { entries, tables } => {
+            format!("; regrouped {entries} __patchable_function_entries into {tables} sections")
         }
-    })
+    };
+    if let Some(output) = outcome.output {
+        replace_file(path, &output).with_context(|| format!("cannot rewrite {}", path.display()))?;
+    }
+    Ok(format!("{mcount}{patchable}"))
 }
 
 /// Replaces `path` with `contents` atomically, keeping its permissions.

@@ -5,6 +5,8 @@
 
 pub mod attach;
 pub mod check;
+pub mod functions;
+pub mod objects;
 pub mod procs;
 pub mod readers;
 pub mod scenarios;
