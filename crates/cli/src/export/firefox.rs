@@ -6,7 +6,8 @@
 //!   file; the thread whose tid is the pid is the main thread.
 //! - Every call is an interval marker (type `FunctionCall`, category
 //!   `function`) named by its function, with `end` (`returned`, `unwound`,
-//!   `unfinished`, `returned (time filter)`), `depth`, and its call stack
+//!   `unfinished`, `returned (time filter)`, `exit lost`: open when events
+//!   were lost, its end unknown), `depth`, and its call stack
 //!   as the marker's stack: the Marker Chart and Marker Table list every
 //!   call with its exact times.
 //! - Samples are synthesized from the calls so that the Call Tree, Flame
@@ -103,7 +104,13 @@ pub fn write_firefox(
     let mut profile = Profile::new("fntrace", reference, SamplingInterval::from_nanos(1));
     profile.set_symbolicated(true);
     let types = Types::new(&mut profile);
-    let ends = ["returned", "unwound", "unfinished", "returned (time filter)"];
+    let ends = [
+        "returned",
+        "unwound",
+        "unfinished",
+        "returned (time filter)",
+        "exit lost",
+    ];
     let ends = ends.map(|s| profile.intern_string(s));
     let mut b = Builder {
         profile,
@@ -133,7 +140,7 @@ struct Builder<'a> {
     profile: Profile,
     types: Types,
     /// `returned`, `unwound`, `unfinished`, `returned (time filter)`.
-    ends: [StringHandle; 4],
+    ends: [StringHandle; 5],
     /// The monotonic time (ns) of profile time 0.
     origin: u64,
     progress: &'a Progress,
@@ -364,6 +371,7 @@ impl Builder<'_> {
             End::Returned => self.ends[0],
             End::Unwound => self.ends[1],
             End::Unfinished => self.ends[2],
+            End::ExitLost => self.ends[4],
         };
         let name = self.func(t, call.fid).name;
         let timing = MarkerTiming::Interval(self.ts(call.start_ns), self.ts(call.end_ns));
