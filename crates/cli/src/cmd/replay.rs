@@ -11,6 +11,7 @@ use fntrace_format::read::{Process, Trace};
 use fntrace_sites::filter::Filter;
 
 use crate::funcgraph::{ProcessView, Style};
+use crate::losses;
 use crate::merge::Merge;
 use crate::nothing;
 use crate::options::{filter_pattern, DisplayFlags};
@@ -21,7 +22,10 @@ Durations are in microseconds, marked as the kernel marks them:
   + more than 10 us   ! 100 us   # 1 ms   * 10 ms   @ 100 ms   $ 1 s
 A call whose entry is immediately followed by its exit is one line;
 '} /* f (unwound) */' closes a call left without returning (longjmp,
-thread end). Lost events are shown where they were dropped. Several
+thread end). Lost events are shown where they were dropped; a call open
+then closes as '} /* f (exit lost) */', without a duration (its exit may
+be among them). A trace that lost anything says so on its first line,
+'# the trace is incomplete: ...'. Several
 processes are shown one after the other, each under a '# process' line.
 
 Examples:
@@ -97,7 +101,11 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
         trace::warn_damage(&damage);
         return nothing::fail(nothing::no_events(&trace, dir));
     }
+    let incomplete = losses::summary(&losses::scan(&selected), &trace, None);
     let mut out = BufWriter::new(out);
+    if let Some(line) = incomplete {
+        writeln!(out, "# {line}")?;
+    }
     writeln!(out, "{}", style.header(is_function_tracer(&trace)))?;
     for (process, tids) in &selected {
         if selected.len() > 1 {
