@@ -29,7 +29,13 @@ profiling hooks when there is no table. Compiler flags that make them:
         (gcc 12 puts the MIPS NOPs before the entry, where they never run)
 
 Patterns use ftrace's filter syntax: 'name', 'glob*', '*glob*', '!pattern'
-removes, 'PATTERN:mod:MODULE' selects within a module.";
+removes, 'PATTERN:mod:MODULE' selects within a module.
+
+Names come from .symtab; in a stripped file from its separate debug file
+(.gnu_debuglink beside it, in .debug/ or under /usr/lib/debug; or
+/usr/lib/debug/.build-id/xx/yyyy.debug; $FNTRACE_DEBUG_FILE_DIRECTORY
+replaces /usr/lib/debug, as gdb's debug-file-directory), else .dynsym;
+a function no symbol names is FILE+0xADDRESS.";
 
 /// List the patchable functions of a binary.
 #[derive(clap::Args)]
@@ -64,7 +70,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let filter = Filter::parse(&args.patterns)?;
     let data = read_input(&args.binary)?;
     let path = args.binary.display();
-    let binary = fntrace_sites::discover(&data).with_context(|| format!("{path}"))?;
+    let binary = fntrace_sites::discover_file(&args.binary, &data).with_context(|| format!("{path}"))?;
 
     report_rejected(&binary, &args.binary.display().to_string());
     report_before_entry(&binary, &args.binary.display().to_string());
