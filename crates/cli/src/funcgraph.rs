@@ -95,7 +95,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
     pub fn new(style: &'s Style, process: &'p Process, threads: usize, demangle: bool) -> Self {
         ProcessView {
             style,
-            names: Names::new(&process.functions, demangle),
+            names: Names::of(process, demangle),
             start_ns: process.info.clock.mono0_ns,
             stacks: (0..threads).map(|_| CallStack::new()).collect(),
             matches: HashMap::new(),

@@ -236,7 +236,7 @@ fn add_all(into: &mut HashMap<u32, u64>, from: &mut HashMap<u32, u64>) {
 
 /// Adds a process's numbers to `stats` under the functions' names.
 fn merge(stats: &mut Stats, process: &Process, tally: Tally, request: &Request<'_>) {
-    let mut names = Names::new(&process.functions, request.demangle);
+    let mut names = Names::of(process, request.demangle);
     for (fid, f) in tally.functions {
         let name = names.get(fid);
         if request.select.is_some_and(|filter| name.matches(filter)) && !stats.selected.contains(&name.shown)

@@ -372,7 +372,7 @@ struct JsonNames<'p> {
 impl<'p> JsonNames<'p> {
     fn new(process: &'p Process, demangle: bool) -> Self {
         JsonNames {
-            names: Names::new(&process.functions, demangle),
+            names: Names::of(process, demangle),
             quoted: vec![None; process.functions.len()],
             callers: HashMap::new(),
             scratch: String::new(),

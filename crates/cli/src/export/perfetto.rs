@@ -162,7 +162,7 @@ pub fn write(
         progress,
     };
     for (index, (process, tids)) in threads.iter().enumerate() {
-        let mut names = Names::new(&process.functions, demangle);
+        let mut names = Names::of(process, demangle);
         let mut first: Option<u64> = None;
         let (lost, chunks, damage, exit_lost) = (
             export.stats.lost_events,

@@ -193,7 +193,7 @@ pub struct FrameNames<'p> {
 impl<'p> FrameNames<'p> {
     pub fn new(process: &'p Process, demangle: bool) -> Self {
         FrameNames {
-            names: Names::new(&process.functions, demangle),
+            names: Names::of(process, demangle),
             ids: vec![u32::MAX; process.functions.len()],
         }
     }
