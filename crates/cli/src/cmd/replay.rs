@@ -96,6 +96,11 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
         notrace: Filter::parse(&settings.notrace)?,
     };
 
+    for (option, patterns) in [("-F", &settings.filter), ("-N", &settings.notrace)] {
+        if let Some(pattern) = unmatched(&selected, patterns) {
+            anyhow::bail!("{option} '{pattern}' matches no function in {}", dir.display());
+        }
+    }
     let mut damage = trace.damage.clone();
     if !any_events(&selected, &mut damage) {
         trace::warn_damage(&damage);
@@ -127,6 +132,24 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
     drop(out);
     trace::warn_damage(&damage);
     Ok(())
+}
+
+/// The first of `patterns` (a `!` pattern by what it removes) that
+/// matches no function of the processes `selected`.
+fn unmatched<'p>(selected: &[(&Process, Vec<u32>)], patterns: &'p [String]) -> Option<&'p str> {
+    patterns.iter().map(String::as_str).find(|pattern| {
+        let bare = pattern.strip_prefix('!').unwrap_or(pattern);
+        let Ok(filter) = Filter::parse(&[bare]) else {
+            return false;
+        };
+        !selected.iter().any(|(process, _)| {
+            let mut names = trace::Names::of(process, false);
+            process
+                .functions
+                .iter()
+                .any(|f| names.get(f.fid).matches(&filter))
+        })
+    })
 }
 
 /// Whether a thread of `selected` has an event; when none has, their
