@@ -8,7 +8,9 @@
 //! ```
 //!
 //! An entry immediately followed by its own exit (in its thread) is one
-//! line. Entries with a caller (tracer `function`) print as the kernel's
+//! line. A call open when events were lost closes, wherever the reader
+//! closes it, as `} /* f (exit lost) */` without a duration: its exit may
+//! be among the events lost. Entries with a caller (tracer `function`) print as the kernel's
 //! `function` tracer does: `TID)  SECONDS: func <-caller+0xoff`.
 //!
 //! Indentation stops growing at [`MAX_INDENT`] levels; a deeper line
@@ -93,7 +95,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
     pub fn new(style: &'s Style, process: &'p Process, threads: usize, demangle: bool) -> Self {
         ProcessView {
             style,
-            names: Names::new(&process.functions, demangle),
+            names: Names::of(process, demangle),
             start_ns: process.info.clock.mono0_ns,
             stacks: (0..threads).map(|_| CallStack::new()).collect(),
             matches: HashMap::new(),
@@ -202,6 +204,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                 self.line(out, tid, Some(dur_ns), ctx.level, &text)
             }
             EventKind::Lost(n) => {
+                self.stacks[i].lose();
                 let what = match n {
                     0 => "--- events lost (chunks missing) ---".to_string(),
                     1 => "--- 1 event lost ---".to_string(),
@@ -238,11 +241,17 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             return Ok(());
         };
         while self.stacks[i].len() > pos {
+            let exit_lost = self.stacks[i].top_spans_loss();
             let Some((fid, frame)) = self.stacks[i].pop() else {
                 break;
             };
             if frame.shown {
                 let this = self.stacks[i].len() == pos;
+                if exit_lost {
+                    let text = format!("}} /* {} (exit lost) */", self.names.shown(fid));
+                    self.line(out, tid, None, frame.level - 1, &text)?;
+                    continue;
+                }
                 let text = self.closing(fid, unwound || !this);
                 let dur = ev.ns.saturating_sub(frame.start_ns);
                 self.line(out, tid, Some(dur), frame.level - 1, &text)?;

@@ -11,6 +11,7 @@ mod forward;
 mod funcgraph;
 mod inject;
 mod launch;
+mod losses;
 mod merge;
 mod nothing;
 mod options;

@@ -8,12 +8,16 @@
 //! the outermost totals, per function, of the finished subtrees below its
 //! open call; a finished call replaces its own function's entry in what
 //! its children left, then adds it all to its own depth.
+//!
+//! A call whose exit was lost (open when events were lost) has no known
+//! duration: it is counted apart ([`Function::exit_lost`]), and neither
+//! its time nor its self time counts anywhere; its callees' do.
 
 use std::collections::{BTreeMap, HashMap};
 use std::mem;
 
-use fntrace_format::calls::{Call, CallBuilder};
-use fntrace_format::read::{EventKind, Process, Trace};
+use fntrace_format::calls::{Call, CallBuilder, End};
+use fntrace_format::read::{EventKind, Losses, Process, Trace};
 use fntrace_sites::filter::Filter;
 
 use crate::trace::{self, Names};
@@ -30,6 +34,8 @@ pub struct Function {
     pub max_ns: u64,
     /// The durations of every call, nested ones included (for the average).
     pub sum_ns: u64,
+    /// Calls whose exit was lost: not in `calls`, nor in any time.
+    pub exit_lost: u64,
 }
 
 impl Function {
@@ -70,6 +76,10 @@ pub struct Stats {
     pub events: u64,
     /// Damage notes of the thread files.
     pub damage: Vec<String>,
+    /// What the trace lost.
+    pub losses: Losses,
+    /// Calls whose exit was lost, in all.
+    pub exit_lost: u64,
 }
 
 /// What to count.
@@ -105,6 +115,7 @@ pub fn collect(trace: &Trace, request: &Request<'_>) -> Stats {
                             min_ns: row.min_ns,
                             max_ns: row.max_ns,
                             sum_ns: row.total_ns,
+                            exit_lost: 0,
                         },
                     );
                 }
@@ -112,6 +123,7 @@ pub fn collect(trace: &Trace, request: &Request<'_>) -> Stats {
             }
             None => tally_events(process, request.tids, &mut stats),
         };
+        stats.losses.process(process);
         merge(&mut stats, process, tally, request);
     }
     stats
@@ -154,12 +166,18 @@ fn tally_events(process: &Process, tids: &[u32], stats: &mut Stats) -> Tally {
             f.total_ns = f.total_ns.saturating_add(total);
         }
         stats.damage.extend(events.damage().map(str::to_string));
+        stats.losses.thread(&events);
     }
     tally
 }
 
 impl Tally {
     fn add(&mut self, call: &Call, levels: &mut Levels) {
+        if call.end == End::ExitLost {
+            self.functions.entry(call.fid).or_default().exit_lost += 1;
+            levels.finish(call.depth as usize, None);
+            return;
+        }
         let total = call.total_ns();
         self.functions
             .entry(call.fid)
@@ -168,7 +186,7 @@ impl Tally {
         let edge = self.edges.entry((call.parent, call.fid)).or_default();
         edge.calls += 1;
         edge.total_ns = edge.total_ns.saturating_add(total);
-        levels.finish(call.depth as usize, call.fid, total);
+        levels.finish(call.depth as usize, Some((call.fid, total)));
     }
 }
 
@@ -177,8 +195,9 @@ impl Tally {
 struct Levels(Vec<HashMap<u32, u64>>);
 
 impl Levels {
-    /// A call of `fid` at `depth`, `total` long, finished.
-    fn finish(&mut self, depth: usize, fid: u32, total: u64) {
+    /// A call at `depth` finished: of `fid`, `total` long (`None`: its
+    /// time is unknown, only its callees' count).
+    fn finish(&mut self, depth: usize, call: Option<(u32, u64)>) {
         if self.0.len() <= depth {
             self.0.resize_with(depth + 1, HashMap::new);
         }
@@ -188,7 +207,9 @@ impl Levels {
             let mut level = self.0.pop().unwrap_or_default();
             add_all(&mut below, &mut level);
         }
-        below.insert(fid, total);
+        if let Some((fid, total)) = call {
+            below.insert(fid, total);
+        }
         add_all(&mut self.0[depth], &mut below);
     }
 
@@ -215,7 +236,7 @@ fn add_all(into: &mut HashMap<u32, u64>, from: &mut HashMap<u32, u64>) {
 
 /// Adds a process's numbers to `stats` under the functions' names.
 fn merge(stats: &mut Stats, process: &Process, tally: Tally, request: &Request<'_>) {
-    let mut names = Names::new(&process.functions, request.demangle);
+    let mut names = Names::of(process, request.demangle);
     for (fid, f) in tally.functions {
         let name = names.get(fid);
         if request.select.is_some_and(|filter| name.matches(filter)) && !stats.selected.contains(&name.shown)
@@ -231,6 +252,8 @@ fn merge(stats: &mut Stats, process: &Process, tally: Tally, request: &Request<'
             };
         }
         into.calls += f.calls;
+        into.exit_lost += f.exit_lost;
+        stats.exit_lost += f.exit_lost;
         into.total_ns = into.total_ns.saturating_add(f.total_ns);
         into.self_ns = into.self_ns.saturating_add(f.self_ns);
         into.max_ns = into.max_ns.max(f.max_ns);
@@ -253,11 +276,11 @@ mod tests {
     fn recursion_counts_outermost_calls() {
         // f(0..100) { f(10..60) { f(20..30) } g(70..80) }, then f(200..210)
         let mut levels = Levels::default();
-        levels.finish(2, 1, 10);
-        levels.finish(1, 1, 50);
-        levels.finish(1, 2, 10);
-        levels.finish(0, 1, 100);
-        levels.finish(0, 1, 10);
+        levels.finish(2, Some((1, 10)));
+        levels.finish(1, Some((1, 50)));
+        levels.finish(1, Some((2, 10)));
+        levels.finish(0, Some((1, 100)));
+        levels.finish(0, Some((1, 10)));
         let totals = levels.drain();
         assert_eq!(totals[&1], 110);
         assert_eq!(totals[&2], 10);
@@ -267,10 +290,10 @@ mod tests {
     fn mutual_recursion() {
         // a(0..100) { b(0..90) { a(0..80) { b(0..10) } } }
         let mut levels = Levels::default();
-        levels.finish(3, 2, 10);
-        levels.finish(2, 1, 80);
-        levels.finish(1, 2, 90);
-        levels.finish(0, 1, 100);
+        levels.finish(3, Some((2, 10)));
+        levels.finish(2, Some((1, 80)));
+        levels.finish(1, Some((2, 90)));
+        levels.finish(0, Some((1, 100)));
         let totals = levels.drain();
         assert_eq!((totals[&1], totals[&2]), (100, 90));
     }

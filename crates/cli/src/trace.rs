@@ -2,7 +2,7 @@
 //! names (demangled once, matched against filters), command lines and
 //! wall-clock times.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use fntrace_format::read::{self, Functions, Process, Trace};
@@ -87,33 +87,69 @@ impl Name {
     }
 }
 
-/// The names of one process's functions, made on first use.
+/// The names of one process's functions, made on first use. Two
+/// functions of one name at different addresses (static functions of two
+/// files) are told apart: each shown name gets ` [FILE+0xOFFSET]`, the
+/// offset in its module, the same in every process of the same file.
 pub struct Names<'p> {
     functions: &'p Functions,
     demangle: bool,
     cache: HashMap<u32, Name>,
+    /// Symbols that name more than one function.
+    shared: HashSet<&'p str>,
+    /// Load bias of each module path.
+    biases: HashMap<&'p str, u64>,
 }
 
 impl<'p> Names<'p> {
     pub fn new(functions: &'p Functions, demangle: bool) -> Names<'p> {
+        let mut first: HashMap<&str, u64> = HashMap::new();
+        let mut shared = HashSet::new();
+        for f in functions.iter() {
+            match first.insert(&f.name, f.address) {
+                Some(address) if address != f.address => {
+                    shared.insert(f.name.as_str());
+                }
+                _ => {}
+            }
+        }
         Names {
             functions,
             demangle,
             cache: HashMap::new(),
+            shared,
+            biases: HashMap::new(),
         }
+    }
+
+    /// The names of `process`'s functions (with its modules' load biases).
+    pub fn of(process: &'p Process, demangle: bool) -> Names<'p> {
+        let mut names = Names::new(&process.functions, demangle);
+        names.biases = process
+            .info
+            .modules
+            .iter()
+            .map(|m| (m.path.as_str(), m.bias))
+            .collect();
+        names
     }
 
     /// The names of function `fid`.
     pub fn get(&mut self, fid: u32) -> &Name {
         let (functions, wanted) = (self.functions, self.demangle);
+        let (shared, biases) = (&self.shared, &self.biases);
         self.cache.entry(fid).or_insert_with(|| {
             let symbol = functions.name(fid);
-            let module = functions
-                .get(fid)
-                .map_or_else(String::new, |f| output::file_name(Path::new(&f.module)));
+            let entry = functions.get(fid);
+            let module = entry.map_or_else(String::new, |f| output::file_name(Path::new(&f.module)));
             let demangled = demangle::demangle(&symbol);
+            let mut shown = if wanted { demangled.clone() } else { symbol.clone() };
+            if let Some(f) = entry.filter(|_| shared.contains(symbol.as_str())) {
+                let bias = biases.get(f.module.as_str()).copied().unwrap_or(0);
+                shown = format!("{shown} [{module}+{:#x}]", f.address.wrapping_sub(bias));
+            }
             Name {
-                shown: if wanted { demangled.clone() } else { symbol.clone() },
+                shown,
                 base: demangle::demangle_without_params(&symbol),
                 symbol,
                 demangled,

@@ -250,6 +250,13 @@ fn attach_refuses_traced_processes() {
     assert!(ctl(target.pid, &["detach"]).contains("restored="));
     let out = first.wait();
     assert!(out.status.success(), "{}", procs::text(&out.stderr));
+    // attach says how it ended, as for Ctrl-C and --duration.
+    let said = procs::text(&out.stderr);
+    let line = format!(
+        "fntrace: detached from {} by 'fntrace ctl {0} detach'",
+        target.pid
+    );
+    assert!(said.contains(&line), "{said}");
     let info: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(work.path("a.data/info.json")).unwrap()).unwrap();
     assert_eq!(info["attach"]["ended_by"], "detached");

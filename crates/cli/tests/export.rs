@@ -77,6 +77,17 @@ fn chrome_threads_and_processes() {
     assert_eq!(meta["tracer"], "function_graph");
     assert_eq!(meta["fntrace_version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(meta["damage"], serde_json::json!([]));
+    assert_eq!(meta["exit_lost_calls"], 1);
+    let incomplete = meta["incomplete"].as_str().unwrap();
+    assert!(
+        incomplete.starts_with("the trace is incomplete: 8 of 40 events lost"),
+        "{incomplete}"
+    );
+    let main_end = c
+        .named("main")
+        .into_iter()
+        .find(|e| e["ph"] == "E" && e["pid"] == 100);
+    assert_eq!(main_end.unwrap()["args"]["exit_lost"], true);
     assert_eq!(c.json["displayTimeUnit"], "ns");
 
     // --tid keeps one track.
@@ -211,7 +222,7 @@ fn folded_stacks() {
     // to where they ended.
     let d = scenarios::threads(&work);
     let merged = [
-        line("main", 138_000),
+        line("main", 10_100),
         line("main;a", 1510),
         line("main;a;leaf", 490),
         line("main;b", 4500),
@@ -226,9 +237,10 @@ fn folded_stacks() {
     ];
     assert_eq!(folded(&[d.path()]), merged);
     let per_thread = folded(&[d.path(), "--per-thread"]);
-    assert_eq!(per_thread.len(), 13);
-    assert_eq!(per_thread[0], line("T100;main", 127_900));
-    assert_eq!(per_thread[11], line("T200;main", 10_100));
+    // p100's main was open when events were lost: no self time.
+    assert_eq!(per_thread.len(), 12);
+    assert_eq!(per_thread[0], line("T100;main;a", 1510));
+    assert_eq!(per_thread[10], line("T200;main", 10_100));
     assert_eq!(
         folded(&[d.path(), "--tid", "200"]),
         [line("main", 10_100), line("main;child_work", 29_900)]
@@ -307,8 +319,12 @@ fn flame_graphs_and_charts() {
         );
     }
     assert!(
-        titles.contains(&"all (2,691,000 ns, 100%)".to_string()),
+        titles.contains(&"all (2,563,100 ns, 100%)".to_string()),
         "{titles:?}"
+    );
+    assert!(
+        graph.contains("the trace is incomplete: 8 of 40 events lost"),
+        "the losses in the subtitle"
     );
 
     // A flame chart: one frame per call, in time order, the thread below.

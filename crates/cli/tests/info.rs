@@ -94,4 +94,10 @@ fn not_a_data_directory() {
     assert_fails(&out, 1, "not a fntrace data directory");
     let out = fntrace_output(&["info", "/nonexistent/x.data"]);
     assert_fails(&out, 1, "cannot read");
+    // The system's reason, once.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr,
+        "fntrace: error: /nonexistent/x.data: cannot read: No such file or directory (os error 2)\n"
+    );
 }

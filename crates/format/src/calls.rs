@@ -5,10 +5,16 @@
 //! - `Entry` and `EntryCaller` open a call;
 //! - `Exit` closes the innermost open call of its function; calls opened
 //!   above it were lost track of (their exits were not recorded: `longjmp`,
-//!   tracing turned off, lost events) and are closed as
-//!   [`End::Unwound`] at the same time. An `Exit` without a matching open
-//!   call is ignored (the trace started in the middle of the stack);
+//!   tracing turned off) and are closed as [`End::Unwound`] at the same
+//!   time. An `Exit` without a matching open call is ignored (the trace
+//!   started in the middle of the stack);
 //! - `Unwind` closes like `Exit`, the call itself as [`End::Unwound`];
+//! - `Lost` (events dropped, chunks missing, a word never written) marks
+//!   every call open then: however such a call is closed later (its
+//!   function's exit, a caller's, an unwind, the end of the thread), it
+//!   ends as [`End::ExitLost`], since its exit may be among the events
+//!   lost and the exit read may be another call's, entered in the gap;
+//!   readers leave such calls out of times and count them apart;
 //! - calls still open at [`CallBuilder::finish`] end there as
 //!   [`End::Unfinished`];
 //! - `Call` events (`--time-filter`) are whole calls that arrive after
@@ -18,7 +24,7 @@
 //!   end <= parent.end`); of two calls with the same span, the one that
 //!   arrived later is the parent (it returned later); spans that overlap
 //!   without containment (damaged data) are not nested;
-//! - `Lost` and `Mark` events change nothing;
+//! - `Mark` events change nothing;
 //! - at most [`MAX_DEPTH`](crate::stack::MAX_DEPTH) calls are open: a
 //!   deeper entry is left out ([`CallBuilder::note`]).
 //!
@@ -43,6 +49,10 @@ pub enum End {
     Unwound,
     /// Still open when the thread's events ended.
     Unfinished,
+    /// Open when events were lost: its exit may be among them, and an exit
+    /// read later may be another call's, so its end is unknown. Its times
+    /// are not durations (`end_ns` is where the reader closed it).
+    ExitLost,
 }
 
 /// One call of a function.
@@ -120,13 +130,15 @@ impl CallBuilder {
                 self.whole
                     .push(Whole::new(ev.fid, ev.ns, dur_ns, self.whole.len()))
             }
-            EventKind::Lost(_) | EventKind::Mark(_) => {}
+            EventKind::Lost(_) => self.stack.lose(),
+            EventKind::Mark(_) => {}
         }
     }
 
     /// Ends the thread at `last_ns`: open calls end there as
-    /// [`End::Unfinished`] (innermost first), then the buffered `Call`
-    /// events are nested and appended.
+    /// [`End::Unfinished`] (or [`End::ExitLost`] if open at a loss),
+    /// innermost first, then the buffered `Call` events are nested and
+    /// appended.
     pub fn finish(mut self, last_ns: u64, out: &mut Vec<Call>) {
         while !self.stack.is_empty() {
             self.pop(last_ns, End::Unfinished, out);
@@ -145,6 +157,11 @@ impl CallBuilder {
     }
 
     fn pop(&mut self, ns: u64, end: End, out: &mut Vec<Call>) {
+        let end = if self.stack.top_spans_loss() {
+            End::ExitLost
+        } else {
+            end
+        };
         let Some((fid, open)) = self.stack.pop() else {
             return;
         };

@@ -39,7 +39,7 @@ pub use chunk::ChunkHeader;
 pub use event::Kind;
 pub use meta::{Clock, FunctionEntry, ModuleInfo, ProcessInfo, ProfileRow, RunInfo};
 pub use read::{
-    open, Event, EventKind, FormatError, Functions, Process, RawEvents, RawItem, ThreadEvents, Trace,
+    open, Event, EventKind, FormatError, Functions, Losses, Process, RawEvents, RawItem, ThreadEvents, Trace,
 };
 pub use stack::CallStack;
 pub use write::ChunkBuilder;

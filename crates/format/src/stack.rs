@@ -11,6 +11,13 @@
 //!   has one, the look stops there, and the caller closes the calls above
 //!   it: each frame is looked at once before it is closed.
 //!
+//! - a loss ([`CallStack::lose`]: events dropped while these calls were
+//!   open) marks every call open then: its exit may be among the events
+//!   lost, and an exit of its function read later may be another call's
+//!   (one entered and left in the gap), so its end is unknown
+//!   ([`CallStack::top_spans_loss`]). The calls open at a loss are always
+//!   the outermost ones, so the mark is one number.
+//!
 //! The runtime's own stack holds 131,072 frames per thread (a deeper call
 //! is not traced, and counted); a deeper nesting in a file comes from
 //! damage (or lost exits).
@@ -29,6 +36,8 @@ pub struct CallStack<T> {
     /// How many calls of each function are open.
     open: HashMap<u32, u32>,
     left_out: u64,
+    /// How many of the outermost frames were open at a loss.
+    spanning: usize,
 }
 
 impl<T> Default for CallStack<T> {
@@ -37,6 +46,7 @@ impl<T> Default for CallStack<T> {
             frames: Vec::new(),
             open: HashMap::new(),
             left_out: 0,
+            spanning: 0,
         }
     }
 }
@@ -62,6 +72,7 @@ impl<T> CallStack<T> {
     /// Closes the innermost call.
     pub fn pop(&mut self) -> Option<(u32, T)> {
         let (fid, value) = self.frames.pop()?;
+        self.spanning = self.spanning.min(self.frames.len());
         if let Some(n) = self.open.get_mut(&fid) {
             *n -= 1;
             if *n == 0 {
@@ -98,6 +109,17 @@ impl<T> CallStack<T> {
     /// Whether no call is open.
     pub fn is_empty(&self) -> bool {
         self.frames.is_empty()
+    }
+
+    /// Events were lost here: every call open now may have lost its exit.
+    pub fn lose(&mut self) {
+        self.spanning = self.frames.len();
+    }
+
+    /// Whether the innermost open call was open at a loss: its exit may
+    /// have been lost, so its end (and its time) is unknown.
+    pub fn top_spans_loss(&self) -> bool {
+        !self.frames.is_empty() && self.frames.len() <= self.spanning
     }
 
     /// Entries left out because [`MAX_DEPTH`] calls were open.
@@ -138,6 +160,27 @@ mod tests {
         assert_eq!(s.pop(), Some((2, 'B')));
         assert_eq!(s.position(2), None);
         assert_eq!((s.len(), s.note("t")), (1, None));
+    }
+
+    #[test]
+    fn calls_open_at_a_loss_are_marked() {
+        let mut s = CallStack::new();
+        assert!(!s.top_spans_loss());
+        s.lose();
+        s.push(1, ());
+        s.push(2, ());
+        s.lose();
+        s.push(3, ());
+        assert!(!s.top_spans_loss(), "entered after the loss");
+        s.pop();
+        assert!(s.top_spans_loss());
+        s.pop();
+        s.push(4, ());
+        assert!(!s.top_spans_loss(), "the mark went with the call it was on");
+        s.pop();
+        assert!(s.top_spans_loss());
+        s.pop();
+        assert!(!s.top_spans_loss() && s.is_empty());
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! `CallBuilder`: events to calls.
 
 use fntrace_format::calls::{calls, Call, CallBuilder, End};
-use fntrace_format::{Event, EventKind};
+use fntrace_format::meta::Clock;
+use fntrace_format::write::ChunkBuilder;
+use fntrace_format::{Event, EventKind, ThreadEvents};
 
 fn ev(ns: u64, kind: EventKind, fid: u32) -> Event {
     Event { ns, kind, fid }
@@ -38,7 +40,6 @@ fn nesting_and_self_time() {
         exit(25, 2),
         exit(40, 1),
         ev(41, EventKind::EntryCaller(0x1234), 1),
-        ev(45, EventKind::Lost(3), 0),
         ev(46, EventKind::Mark(true), 1),
         exit(60, 1),
         exit(100, 0),
@@ -194,4 +195,91 @@ fn times_going_backwards_do_not_panic() {
         .iter()
         .all(|c| c.end_ns >= c.start_ns && c.self_ns <= c.total_ns()));
     assert_eq!(got.len(), 3);
+}
+
+/// The calls of a thread file made of `chunks`, read as a reader reads it.
+fn calls_of_chunks(chunks: &[ChunkBuilder]) -> Vec<Call> {
+    let bytes: Vec<u8> = chunks.iter().flat_map(ChunkBuilder::bytes).collect();
+    calls(ThreadEvents::from_bytes(
+        bytes,
+        "t1.events",
+        Some(1),
+        Clock::monotonic(0),
+    ))
+}
+
+#[test]
+fn calls_open_at_a_loss_end_with_their_exit_lost() {
+    // main(0) loops over work(1), which calls leaf(2). While leaf runs in
+    // the first work, the buffer is full: the first work's and leaf's exits,
+    // the second work's entry and exit, and the third's entry and leaf's
+    // are dropped (6 events, counted in the next chunk's header). The leaf
+    // and work exits read next are the third work's, not the first's: the
+    // calls open at the loss have an unknown end.
+    let mut first = ChunkBuilder::new(1, 0, 0);
+    first.entry(0, 0).entry(1, 10).entry(2, 20);
+    let mut second = ChunkBuilder::new(1, 1, 5000);
+    second.set_lost(6);
+    second
+        .exit(2, 5010)
+        .exit(1, 5020)
+        .entry(1, 5100)
+        .exit(1, 5150)
+        .exit(0, 9000);
+    let got = calls_of_chunks(&[first, second]);
+    assert_eq!(
+        got,
+        [
+            call(2, Some(1), 2, (20, 5010), 4990, End::ExitLost),
+            call(1, Some(0), 1, (10, 5020), 20, End::ExitLost),
+            call(1, Some(0), 1, (5100, 5150), 50, End::Returned),
+            call(0, None, 0, (0, 9000), 9000 - 5010 - 50, End::ExitLost),
+        ]
+    );
+}
+
+#[test]
+fn a_loss_is_not_an_unwind() {
+    // An exit of a caller after a loss closes the calls above it with their
+    // exits lost (not unwound: nothing says they were left without
+    // returning); a call entered after the loss and skipped by that exit
+    // was unwound (longjmp), as without a loss; so do the missing chunks of
+    // a sequence gap.
+    let mut first = ChunkBuilder::new(1, 0, 0);
+    first.entry(0, 0).entry(1, 10).entry(2, 20);
+    let mut third = ChunkBuilder::new(1, 2, 100);
+    third.entry(3, 110).exit(1, 120).exit(0, 130);
+    let got = calls_of_chunks(&[first, third]);
+    let ends: Vec<(u32, End)> = got.iter().map(|c| (c.fid, c.end)).collect();
+    assert_eq!(
+        ends,
+        [
+            (3, End::Unwound),
+            (2, End::ExitLost),
+            (1, End::ExitLost),
+            (0, End::ExitLost)
+        ]
+    );
+
+    // A LOST event in a chunk, and a call open at the end of the thread.
+    let mut only = ChunkBuilder::new(1, 0, 0);
+    only.entry(0, 0).entry(1, 10).lost(2, 15).exit(1, 20).entry(2, 30);
+    let got = calls_of_chunks(&[only]);
+    let ends: Vec<(u32, End)> = got.iter().map(|c| (c.fid, c.end)).collect();
+    assert_eq!(
+        ends,
+        [(1, End::ExitLost), (2, End::Unfinished), (0, End::ExitLost)]
+    );
+}
+
+#[test]
+fn a_loss_with_nothing_open_marks_nothing() {
+    // The flight recorder's first chunk kept is not chunk 0: the gap comes
+    // before any call.
+    let mut kept = ChunkBuilder::new(1, 7, 0);
+    kept.lost(3, 1).entry(0, 10).exit(0, 20);
+    assert_eq!(
+        calls_of_chunks(&[kept]),
+        [call(0, None, 0, (10, 20), 10, End::Returned)]
+    );
 }

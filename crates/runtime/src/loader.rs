@@ -92,7 +92,7 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
         skip(state, "module file unreadable");
         return;
     };
-    let binary = match fntrace_sites::discover(file.bytes()) {
+    let binary = match fntrace_sites::discover_file(std::path::Path::new(&loaded.path), file.bytes()) {
         Ok(binary) => binary,
         Err(_) => {
             skip(state, "module not understood");

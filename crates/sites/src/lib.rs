@@ -17,6 +17,7 @@
 
 mod bytes;
 mod classify;
+pub mod debugfile;
 pub mod demangle;
 mod dynrel;
 mod elfedit;
@@ -27,6 +28,7 @@ mod hooks;
 mod image;
 mod imports;
 mod model;
+mod names;
 pub mod recordmcount;
 mod regroup;
 mod scan;
@@ -45,43 +47,71 @@ use image::Image;
 use object::Object;
 use symbols::FunctionTable;
 
-/// Finds every patchable site in the ELF file `data`.
+/// Finds every patchable site in the ELF file `data`. A site outside
+/// every function symbol has no function; [`discover_file`] names them.
 pub fn discover(data: &[u8]) -> Result<Binary> {
     let image = Image::parse(data)?;
-    let functions = FunctionTable::read(&image);
+    discover_in(&image, FunctionTable::read(&image))
+}
+
+/// [`discover`] for the file at `path` (its contents `data`), with names
+/// for every site's function (`docs/SITES.md`, "Names"): from `.symtab`;
+/// in a stripped file, from its separate debug file if one is found
+/// ([`debugfile`]), else `.dynsym`; a site still outside every symbol gets
+/// a function of its own named `FILE+0xADDRESS`.
+pub fn discover_file(path: &std::path::Path, data: &[u8]) -> Result<Binary> {
+    let image = Image::parse(data)?;
+    let mut binary = discover_in(&image, FunctionTable::read(&image))?;
+    if binary.sites.is_empty() {
+        return Ok(binary);
+    }
+    if image.file.symbol_table().is_none() {
+        let debug = debugfile::find(path, data);
+        if let Some(functions) = debug.and_then(|d| names::from_debug_file(&image, &d)) {
+            binary = discover_in(&image, FunctionTable::new(functions))?;
+        }
+    }
+    names::name_unnamed(&mut binary, &image, &names::module_name(path));
+    Ok(binary)
+}
+
+/// Discovery in `image`, whose functions are `functions`.
+fn discover_in(image: &Image<'_>, functions: FunctionTable) -> Result<Binary> {
     // Linked files: one pass over the dynamic relocations, for the GOT
     // slots they name and the values they put into tables.
     let mut hooks = Hooks::default();
-    let mut values = tables::DynamicValues::new(&image);
+    let mut values = tables::DynamicValues::new(image);
     if !image.relocatable() {
         let dynsyms = image.file.dynamic_symbol_table();
         if dynsyms.is_some() || values.wanted() {
-            dynrel::for_each(&image, |reloc| {
+            dynrel::for_each(image, |reloc| {
                 if let (Some(dynsyms), true) = (&dynsyms, reloc.symbol != 0) {
                     hooks.name_slot(dynsyms, reloc);
                 }
-                values.add(&image, reloc);
+                values.add(image, reloc);
             });
         }
     }
-    let got = got::Got::read(&image);
-    let hooks = hooks.read(&image, &functions, &got);
+    let got = got::Got::read(image);
+    let hooks = hooks.read(image, &functions, &got);
     let cx = Context {
-        image: &image,
+        image,
         functions: &functions,
         hooks: &hooks,
     };
 
     // Entries are classified as they are read; the table's own rejections
     // come first, then those of classification, each in table order.
-    let mut sites = Vec::with_capacity(tables::capacity(&image));
+    let mut sites = Vec::with_capacity(tables::capacity(image));
     let mut unfit = Vec::new();
-    let mut rejected = tables::read(&image, values.finish(), &mut |entry| match classify::classify(
-        &cx, &entry,
-    ) {
-        Ok(site) => sites.push(site),
-        Err(r) => unfit.push(r),
-    });
+    let mut rejected = tables::read(
+        image,
+        values.finish(),
+        &mut |entry| match classify::classify(&cx, &entry) {
+            Ok(site) => sites.push(site),
+            Err(r) => unfit.push(r),
+        },
+    );
     rejected.append(&mut unfit);
     let scanned = scan::scan(&cx, &sites);
     sites.extend(scanned);

@@ -30,7 +30,7 @@ impl FunctionTable {
         FunctionTable::new(functions(image))
     }
 
-    fn new(functions: Vec<Function>) -> Self {
+    pub fn new(functions: Vec<Function>) -> Self {
         FunctionTable {
             functions,
             hint: Cell::new(0),

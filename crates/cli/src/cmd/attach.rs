@@ -194,6 +194,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    if attach.ended_by == "detached" {
+        eprintln!("fntrace: detached from {pid} by 'fntrace ctl {pid} detach'");
+    }
     if attach.ended_by == "exit" {
         // The runtime died with the process: its socket is stale.
         let _ = std::fs::remove_file(&socket);

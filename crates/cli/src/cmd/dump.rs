@@ -14,6 +14,7 @@ use fntrace_format::read::{Process, Trace};
 use crate::export::progress::Progress;
 use crate::export::sink::Sink;
 use crate::export::{chrome, firefox, folded, perfetto};
+use crate::losses;
 use crate::nothing;
 use crate::trace;
 
@@ -22,8 +23,10 @@ const AFTER_HELP: &str = "\
 traced process, tid = the thread), each call a B/E pair named by its
 demangled function, ts/dur in microseconds; lost events, the function
 tracer's entries (with their callers) and trigger marks are instant
-events; --time-filter calls are X events. 'metadata' holds the command
-line, clock source, lost events and fntrace version. Open it in
+events; --time-filter calls are X events; a call open when events were
+lost ends with 'exit_lost' in its args. 'metadata' holds the command line,
+clock source, lost events, fntrace version and 'incomplete', the line that
+says what the trace lost (null if nothing). Open it in
 https://ui.perfetto.dev or chrome://tracing. It is written as the trace is
 read: memory does not grow with the trace.
 
@@ -43,7 +46,8 @@ profile is built in memory. Open it in https://profiler.firefox.com.
 self time of its innermost function in nanoseconds, summed over the
 trace, sorted by stack; the threads merge (--per-thread starts each stack
 with its thread, 'T<tid>'). The values add up to the self times of
-'fntrace report'. Feed it to flamegraph.pl or inferno-flamegraph, or see
+'fntrace report' (a call whose exit was lost counts none). What the trace
+lost, if anything, is said on stderr (the format has no header). Feed it to flamegraph.pl or inferno-flamegraph, or see
 'fntrace flamegraph'.
 
 Output goes to standard output, or with -o to FILE: written as FILE.tmp,
@@ -108,6 +112,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         (stats.events, stats.damage, Ok(stats.events == 0))
     } else {
         let stacks = folded::collect(&threads, args.per_thread, demangle, &progress);
+        if let Some(line) = losses::summary(&stacks.losses, &trace, None) {
+            eprintln!("fntrace: warning: {line}");
+        }
         let lines = stacks.lines();
         if let Ok(lines) = &lines {
             folded::write(sink.out(), lines)?;

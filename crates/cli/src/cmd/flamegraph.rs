@@ -14,6 +14,7 @@ use crate::cmd::dump::selected;
 use crate::export::progress::Progress;
 use crate::export::sink::Sink;
 use crate::export::{chart, folded};
+use crate::losses;
 use crate::nothing;
 use crate::trace::{self, command_line};
 
@@ -28,6 +29,9 @@ The threads are laid out one after the other, each under a frame T<tid>
 that spans its events. Calls narrower than 0.01% of the chart are drawn
 as part of their caller (as a flame graph drops them), which keeps the SVG
 small for long traces; the trace is read twice.
+
+A trace that lost anything says so in the subtitle; a call whose exit was
+lost has no self time (its time is unknown).
 
 Examples:
   fntrace flamegraph -o fg.svg
@@ -69,9 +73,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 
     let passes = if args.flamechart { 2 } else { 1 };
     let progress = Progress::new(&threads, passes, "flamegraph");
-    let (lines, events, damage) = if args.flamechart {
+    let (lines, events, damage, lost) = if args.flamechart {
         let chart = chart::collect(&threads, demangle, &progress);
-        (chart.text(), chart.events, chart.damage)
+        (chart.text(), chart.events, chart.damage, chart.losses)
     } else {
         let stacks = folded::collect(&threads, args.per_thread, demangle, &progress);
         let lines = stacks.lines().map(|lines| {
@@ -80,7 +84,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 .map(|(stack, ns)| format!("{stack} {ns}"))
                 .collect::<Vec<_>>()
         });
-        (lines, stacks.events, stacks.damage)
+        (lines, stacks.events, stacks.damage, stacks.losses)
     };
     progress.finish();
     trace::warn_damage(&trace.damage);
@@ -95,9 +99,15 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     options.count_name = "ns".to_string();
     // Colours from the names, so that the same trace draws the same.
     options.hash = true;
+    let incomplete = losses::summary(&lost, &trace, None);
+    options.subtitle = incomplete.clone();
     if args.flamechart {
         options.flame_chart = true;
-        options.subtitle = Some("flame chart: time from left to right, threads one after the other".into());
+        let chart = "flame chart: time from left to right, threads one after the other";
+        options.subtitle = Some(match &incomplete {
+            Some(line) => format!("{chart}; {line}"),
+            None => chart.into(),
+        });
         // inferno reverses the lines of a flame chart (flamegraph.pl reads
         // its input backwards), so they go in last first.
         flamegraph::from_lines(&mut options, lines.iter().rev().map(String::as_str), sink.out())?;

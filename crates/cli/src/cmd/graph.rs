@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use fntrace_format::layout;
 use fntrace_sites::filter::Filter;
 
+use crate::losses;
 use crate::nothing;
 use crate::stats::{self, Edge, Request, Stats};
 use crate::trace;
@@ -25,7 +26,9 @@ For each function, longest total time first (then by name):
 Callers and callees show how many calls went along that edge and their
 total time. '(root)' stands for calls with no traced caller. Total time
 counts a recursive function's outermost calls only. Traces of the function
-tracer have counts but no times.
+tracer have counts but no times. Calls open when events were lost have no
+known end: they are counted apart ('N whose exit was lost') and in no
+time. A trace that lost anything says so on its first line.
 
 With one argument, an existing directory (or a path with '/') is the data
 directory; anything else is FUNC, a name or ftrace filter pattern
@@ -82,14 +85,21 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 
     let (callers, callees) = adjacency(&stats);
     let mut out = BufWriter::new(out);
+    if let Some(line) = losses::summary(&stats.losses, &trace, Some(stats.exit_lost)) {
+        writeln!(out, "# {line}\n")?;
+    }
     for (i, name) in shown.iter().enumerate() {
         if i > 0 {
             writeln!(out)?;
         }
         let f = &stats.functions[*name];
+        let lost = match f.exit_lost {
+            0 => String::new(),
+            n => format!(" ({n} more whose exit was lost)"),
+        };
         writeln!(
             out,
-            "{name}: {} call{}, total {}, self {}",
+            "{name}: {} call{}{lost}, total {}, self {}",
             f.calls,
             if f.calls == 1 { "" } else { "s" },
             human(f.total_ns),

@@ -8,9 +8,10 @@ use std::process::ExitCode;
 
 use fntrace_format::layout;
 use fntrace_format::meta::{AttachInfo, Clock, RunInfo, MIN_CALIBRATION_NS, SOURCE_MONOTONIC};
-use fntrace_format::read::{EventKind, Process};
+use fntrace_format::read::{EventKind, Losses, Process};
 
 use crate::launch::killed_by;
+use crate::losses;
 use crate::nothing;
 use crate::trace::{self, command_line, utc};
 use crate::units::human;
@@ -61,9 +62,14 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         sheet.item("processes", "none recorded (did the runtime load?)");
     }
     let mut events = 0;
+    let mut lost = Losses::new();
     for process in &trace.processes {
         sheet.blank();
-        events += process_info(&mut sheet, process, &mut damage);
+        events += process_info(&mut sheet, process, &mut damage, &mut lost);
+    }
+    if let Some(line) = losses::summary(&lost, &trace, None) {
+        sheet.blank();
+        sheet.item("incomplete", line.trim_start_matches("the trace is incomplete: "));
     }
     if !damage.is_empty() {
         sheet.blank();
@@ -174,7 +180,7 @@ fn joined_or_none(items: &[String], separator: &str) -> String {
 
 /// Describes `process`; returns how many events and lost-events notes its
 /// threads have.
-fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>) -> u64 {
+fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>, losses: &mut Losses) -> u64 {
     let info = &process.info;
     let mut who = format!("pid {}, ppid {}", info.pid, info.ppid);
     if let Some(parent) = &info.parent {
@@ -212,7 +218,9 @@ fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>) 
         chunks += stream.lost_chunks();
         flight |= stream.flight();
         damage.extend(stream.damage().map(str::to_string));
+        losses.thread(&stream);
     }
+    losses.process(process);
     let tids: Vec<String> = process.tids.iter().map(u32::to_string).collect();
     sheet.item("  threads", format!("{} ({})", tids.len(), tids.join(", ")));
     sheet.item("  events", events.to_string());

@@ -29,7 +29,13 @@ profiling hooks when there is no table. Compiler flags that make them:
         (gcc 12 puts the MIPS NOPs before the entry, where they never run)
 
 Patterns use ftrace's filter syntax: 'name', 'glob*', '*glob*', '!pattern'
-removes, 'PATTERN:mod:MODULE' selects within a module.";
+removes, 'PATTERN:mod:MODULE' selects within a module.
+
+Names come from .symtab; in a stripped file from its separate debug file
+(.gnu_debuglink beside it, in .debug/ or under /usr/lib/debug; or
+/usr/lib/debug/.build-id/xx/yyyy.debug; $FNTRACE_DEBUG_FILE_DIRECTORY
+replaces /usr/lib/debug, as gdb's debug-file-directory), else .dynsym;
+a function no symbol names is FILE+0xADDRESS.";
 
 /// List the patchable functions of a binary.
 #[derive(clap::Args)]
@@ -64,7 +70,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let filter = Filter::parse(&args.patterns)?;
     let data = read_input(&args.binary)?;
     let path = args.binary.display();
-    let binary = fntrace_sites::discover(&data).with_context(|| format!("{path}"))?;
+    let binary = fntrace_sites::discover_file(&args.binary, &data).with_context(|| format!("{path}"))?;
 
     report_rejected(&binary, &args.binary.display().to_string());
     report_before_entry(&binary, &args.binary.display().to_string());
@@ -98,6 +104,32 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The first of `patterns` (a `!` pattern by what it removes) that
+/// matches none of the patchable functions of `binary`, whose file name is
+/// `module`.
+pub fn unmatched<'p>(binary: &Binary, module: &str, patterns: &'p [String]) -> Option<&'p str> {
+    patterns.iter().map(String::as_str).find(|pattern| {
+        let bare = pattern.strip_prefix('!').unwrap_or(pattern);
+        let Ok(filter) = Filter::parse(&[bare]) else {
+            return false;
+        };
+        !binary
+            .sites
+            .iter()
+            .filter_map(|s| binary.function_of(s))
+            .any(|f| {
+                let demangled = f.demangled();
+                let base = demangle::demangle_without_params(&f.name);
+                filter.selects(&Names {
+                    symbol: &f.name,
+                    demangled: &demangled,
+                    base: base.as_deref(),
+                    module,
+                })
+            })
+    })
 }
 
 fn report_rejected(binary: &Binary, path: &str) {

@@ -106,7 +106,7 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
     };
     check_arch(&program, &name)?;
     if !request.options.force {
-        check_sites(&program, &name)?;
+        check_sites(&program, &name, &request.options)?;
     }
     let runtime = launch::find_runtime()?;
     let dir = std::path::absolute(&request.output)
@@ -272,13 +272,15 @@ fn check_arch(program: &Path, name: &str) -> anyhow::Result<()> {
 }
 
 /// Fails when `program` is an ELF file without patchable sites: nothing of
-/// it could be traced. Other files (scripts) are left to the kernel.
-fn check_sites(program: &Path, name: &str) -> anyhow::Result<()> {
+/// it could be traced; or when a function pattern of `options` matches
+/// none of its patchable functions (a typo would record nothing). Other
+/// files (scripts) are left to the kernel.
+fn check_sites(program: &Path, name: &str, options: &Options) -> anyhow::Result<()> {
     let data = output::read_input(program)?;
     if !data.starts_with(b"\x7fELF") {
         return Ok(());
     }
-    let binary = match fntrace_sites::discover(&data) {
+    let binary = match fntrace_sites::discover_file(program, &data) {
         Ok(binary) => binary,
         Err(e) => {
             eprintln!("fntrace: warning: {name}: cannot look for patchable sites: {e}");
@@ -290,6 +292,25 @@ fn check_sites(program: &Path, name: &str) -> anyhow::Result<()> {
             "{name}: no patchable sites (build it with gcc -pg -mfentry, -fpatchable-function-entry=5 \
              or clang -fxray-instrument; see 'fntrace list --help'; --force to run it anyway)"
         );
+    }
+    let given = [
+        ("-F", &options.filter),
+        ("-N", &options.notrace),
+        ("--graph-function", &options.graph_functions),
+    ];
+    let triggers: Vec<String> = options
+        .triggers
+        .iter()
+        .filter_map(|t| Some(t.rsplit_once('@')?.0.to_string()))
+        .collect();
+    let module = output::file_name(program);
+    for (option, patterns) in given.into_iter().chain([("-T", &triggers)]) {
+        if let Some(pattern) = crate::cmd::list::unmatched(&binary, &module, patterns) {
+            anyhow::bail!(
+                "{option} '{pattern}' matches no function of {name} (see 'fntrace list {name}'; \
+                 --force to record anyway, for functions in its libraries)"
+            );
+        }
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ use fntrace_format::read::{Process, Trace};
 use fntrace_sites::filter::Filter;
 
 use crate::funcgraph::{ProcessView, Style};
+use crate::losses;
 use crate::merge::Merge;
 use crate::nothing;
 use crate::options::{filter_pattern, DisplayFlags};
@@ -21,7 +22,10 @@ Durations are in microseconds, marked as the kernel marks them:
   + more than 10 us   ! 100 us   # 1 ms   * 10 ms   @ 100 ms   $ 1 s
 A call whose entry is immediately followed by its exit is one line;
 '} /* f (unwound) */' closes a call left without returning (longjmp,
-thread end). Lost events are shown where they were dropped. Several
+thread end). Lost events are shown where they were dropped; a call open
+then closes as '} /* f (exit lost) */', without a duration (its exit may
+be among them). A trace that lost anything says so on its first line,
+'# the trace is incomplete: ...'. Several
 processes are shown one after the other, each under a '# process' line.
 
 Examples:
@@ -92,12 +96,21 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
         notrace: Filter::parse(&settings.notrace)?,
     };
 
+    for (option, patterns) in [("-F", &settings.filter), ("-N", &settings.notrace)] {
+        if let Some(pattern) = unmatched(&selected, patterns) {
+            anyhow::bail!("{option} '{pattern}' matches no function in {}", dir.display());
+        }
+    }
     let mut damage = trace.damage.clone();
     if !any_events(&selected, &mut damage) {
         trace::warn_damage(&damage);
         return nothing::fail(nothing::no_events(&trace, dir));
     }
+    let incomplete = losses::summary(&losses::scan(&selected), &trace, None);
     let mut out = BufWriter::new(out);
+    if let Some(line) = incomplete {
+        writeln!(out, "# {line}")?;
+    }
     writeln!(out, "{}", style.header(is_function_tracer(&trace)))?;
     for (process, tids) in &selected {
         if selected.len() > 1 {
@@ -119,6 +132,24 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
     drop(out);
     trace::warn_damage(&damage);
     Ok(())
+}
+
+/// The first of `patterns` (a `!` pattern by what it removes) that
+/// matches no function of the processes `selected`.
+fn unmatched<'p>(selected: &[(&Process, Vec<u32>)], patterns: &'p [String]) -> Option<&'p str> {
+    patterns.iter().map(String::as_str).find(|pattern| {
+        let bare = pattern.strip_prefix('!').unwrap_or(pattern);
+        let Ok(filter) = Filter::parse(&[bare]) else {
+            return false;
+        };
+        !selected.iter().any(|(process, _)| {
+            let mut names = trace::Names::of(process, false);
+            process
+                .functions
+                .iter()
+                .any(|f| names.get(f.fid).matches(&filter))
+        })
+    })
 }
 
 /// Whether a thread of `selected` has an event; when none has, their

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use fntrace_format::layout;
 use serde::Serialize;
 
+use crate::losses;
 use crate::nothing;
 use crate::output;
 use crate::stats::{self, Function, Request};
@@ -21,11 +22,15 @@ time is already inside them). Self time leaves out the callees. Min, Max
 and Avg are over every call, nested ones included (from a profile table,
 Avg is Total / Calls). Calls left without
 returning (longjmp) or still running when the trace ended count up to that
-point. Processes recorded with --tracer profile are reported from their
-profile table.
+point. Calls that were open when events were lost have no known end:
+they are counted apart (column 'Exit lost', shown when there are any) and
+in no time. A trace that lost anything says so on its first line, '# the
+trace is incomplete: ...'. Processes recorded with --tracer profile are
+reported from their profile table.
 
 --json prints an array of objects with name, calls, total_ns, self_ns,
-min_ns, max_ns and avg_ns, in the same order.";
+min_ns, max_ns, avg_ns and exit_lost, in the same order (what was lost is
+said on stderr).";
 
 /// How to sort (`--sort`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -71,6 +76,7 @@ struct Row<'a> {
     min_ns: u64,
     max_ns: u64,
     avg_ns: u64,
+    exit_lost: u64,
 }
 
 /// `fntrace report`, writing to `out`.
@@ -96,8 +102,12 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if rows.is_empty() {
         return nothing::fail(nothing::no_calls(&trace, &args.dir, stats.events));
     }
+    let incomplete = losses::summary(&stats.losses, &trace, Some(stats.exit_lost));
     let mut out = BufWriter::new(out);
     if args.json {
+        if let Some(line) = &incomplete {
+            eprintln!("fntrace: warning: {line}");
+        }
         let json: Vec<Row<'_>> = rows
             .iter()
             .map(|(name, f)| Row {
@@ -108,11 +118,15 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 min_ns: f.min_ns,
                 max_ns: f.max_ns,
                 avg_ns: f.avg_ns(),
+                exit_lost: f.exit_lost,
             })
             .collect();
         output::write_json(&mut out, &json)?;
     } else {
-        write_table(&mut out, &rows)?;
+        if let Some(line) = &incomplete {
+            writeln!(out, "# {line}")?;
+        }
+        write_table(&mut out, &rows, stats.exit_lost > 0)?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
@@ -131,21 +145,37 @@ pub fn sort(rows: &mut [(&String, &Function)], key: Sort) {
     });
 }
 
-fn write_table(out: &mut impl Write, rows: &[(&String, &Function)]) -> io::Result<()> {
+/// The table; `exit_lost` adds the column of calls whose exit was lost.
+fn write_table(out: &mut impl Write, rows: &[(&String, &Function)], exit_lost: bool) -> io::Result<()> {
+    let lost = |text: String| {
+        if exit_lost {
+            format!("{text:>12}")
+        } else {
+            String::new()
+        }
+    };
     writeln!(
         out,
-        "{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}  Function",
-        "Total time", "Self time", "Calls", "Min", "Max", "Avg"
+        "{:>12}{:>12}{:>12}{}{:>12}{:>12}{:>12}  Function",
+        "Total time",
+        "Self time",
+        "Calls",
+        lost("Exit lost".into()),
+        "Min",
+        "Max",
+        "Avg"
     )?;
     let bar = "  ==========";
-    writeln!(out, "{}  {}", bar.repeat(6), "=".repeat(20))?;
+    let bars = if exit_lost { 7 } else { 6 };
+    writeln!(out, "{}  {}", bar.repeat(bars), "=".repeat(20))?;
     for (name, f) in rows {
         writeln!(
             out,
-            "{:>12}{:>12}{:>12}{:>12}{:>12}{:>12}  {name}",
+            "{:>12}{:>12}{:>12}{}{:>12}{:>12}{:>12}  {name}",
             human(f.total_ns),
             human(f.self_ns),
             f.calls,
+            lost(f.exit_lost.to_string()),
             human(f.min_ns),
             human(f.max_ns),
             human(f.avg_ns())

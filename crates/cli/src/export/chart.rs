@@ -23,7 +23,7 @@
 //! 0.01% of the chart and nesting level). Lines of a call are held only
 //! while it could still turn out that short.
 
-use fntrace_format::read::Process;
+use fntrace_format::read::{Losses, Process};
 
 use super::progress::Progress;
 use super::stacks::{walk, FrameNames, Frames, Tree, ROOT};
@@ -45,6 +45,8 @@ pub struct ChartLines {
     pub events: u64,
     /// Damage notes of the thread files.
     pub damage: Vec<String>,
+    /// What the trace lost.
+    pub losses: Losses,
 }
 
 /// Reads `threads` twice: their time spans, then their calls.
@@ -96,7 +98,9 @@ pub fn collect(threads: &[(&Process, Vec<u32>)], demangle: bool, progress: &Prog
             }
             out.damage.extend(events.damage().map(str::to_string));
             out.damage.extend(note);
+            out.losses.thread(&events);
         }
+        out.losses.process(process);
     }
     out.lines = chart.lines;
     out.tree = tree;

@@ -19,7 +19,9 @@
 //! - A call is a `B`/`E` pair (`X` would need its duration at its start).
 //!   A call left by `longjmp` or closed by the exit of a caller ends with
 //!   an `E` with `"args":{"unwound":true}`, one still open when the thread's
-//!   events end with `"args":{"unfinished":true}`; an exit whose entry was
+//!   events end with `"args":{"unfinished":true}`, one open when events
+//!   were lost (its exit may be among them, its end unknown) with
+//!   `"args":{"exit_lost":true}` wherever it is closed; an exit whose entry was
 //!   not recorded writes nothing. Times never go back within a thread
 //!   (damaged times are raised to the previous one), so every `B` has its
 //!   `E` after it, properly nested.
@@ -31,7 +33,9 @@
 //!   instant events `trace_off`/`trace_on`.
 //! - `ts` and `dur` are microseconds with 3 decimals (exact nanoseconds),
 //!   `ts` from the earliest process start (`metadata.ts_origin_monotonic_ns`).
-//! - `metadata` comes last, once the totals are known.
+//! - `metadata` comes last, once the totals are known: with `incomplete`,
+//!   the line every reader states when the trace lost anything (`null`
+//!   otherwise), and `untraced_calls`, `exit_lost_calls`, `write_errors`.
 //!
 //! Nothing is written until the first event: a trace without events
 //! leaves the output empty (the caller reports the error).
@@ -45,7 +49,9 @@ use fntrace_format::stack::CallStack;
 use serde_json::json;
 
 use super::progress::Progress;
+use crate::losses;
 use crate::trace::{command_line, utc, Names};
+use fntrace_format::read::Losses;
 
 /// What was written.
 #[derive(Debug, Default)]
@@ -54,6 +60,10 @@ pub struct Summary {
     pub events: u64,
     /// Damage notes of the thread files.
     pub damage: Vec<String>,
+    /// What the trace lost.
+    pub losses: Losses,
+    /// Calls closed with their exit lost.
+    pub exit_lost: u64,
 }
 
 /// Writes the Chrome JSON of `threads` (of `trace`) to `out`.
@@ -76,6 +86,7 @@ pub fn write(
         events: 0,
         progress,
         line: Line::default(),
+        exit_lost: 0,
     };
     let mut summary = Summary::default();
     let mut processes = Vec::new();
@@ -90,7 +101,9 @@ pub fn write(
             chunks += events.lost_chunks();
             summary.damage.extend(events.damage().map(str::to_string));
             summary.damage.extend(note);
+            summary.losses.thread(&events);
         }
+        summary.losses.process(process);
         processes.push(json!({
             "pid": process.info.pid,
             "dir": process.name,
@@ -102,8 +115,13 @@ pub fn write(
         }));
     }
     summary.events = json.events;
+    summary.exit_lost = json.exit_lost;
     if json.started {
-        let meta = metadata(trace, threads, origin, processes, &summary.damage);
+        let mut meta = metadata(trace, threads, origin, processes, &summary.damage);
+        meta["incomplete"] = json!(losses::summary(&summary.losses, trace, Some(summary.exit_lost)));
+        meta["untraced_calls"] = json!(summary.losses.untraced);
+        meta["exit_lost_calls"] = json!(summary.exit_lost);
+        meta["write_errors"] = json!(summary.losses.write_errors);
         json.out
             .write_all(b"\n],\n\"displayTimeUnit\":\"ns\",\n\"metadata\":")?;
         serde_json::to_writer(&mut *json.out, &meta).map_err(io::Error::other)?;
@@ -157,6 +175,8 @@ struct Json<'a, W: Write> {
     progress: &'a Progress,
     /// The text of a call event, made without `fmt` (the hot path).
     line: Line,
+    /// Calls closed with their exit lost.
+    exit_lost: u64,
 }
 
 impl<W: Write> Json<'_, W> {
@@ -242,10 +262,18 @@ impl<W: Write> Json<'_, W> {
                     let Some(pos) = stack.position(ev.fid) else {
                         continue;
                     };
-                    while let Some(open) = stack.pop() {
+                    loop {
+                        let exit_lost = stack.top_spans_loss();
+                        let Some(open) = stack.pop() else { break };
                         let this = stack.len() == pos;
                         let unwound = !this || ev.kind == EventKind::Unwind;
-                        self.end(&call, names, open, now, unwound.then_some("unwound"))?;
+                        let why = match (exit_lost, unwound) {
+                            (true, _) => Some("exit_lost"),
+                            (false, true) => Some("unwound"),
+                            (false, false) => None,
+                        };
+                        self.exit_lost += u64::from(exit_lost);
+                        self.end(&call, names, open, now, why)?;
                         if this {
                             break;
                         }
@@ -275,6 +303,7 @@ impl<W: Write> Json<'_, W> {
                     self.flush_line()?;
                 }
                 EventKind::Lost(n) => {
+                    stack.lose();
                     let unknown = if n == 0 { ",\"chunks_missing\":true" } else { "" };
                     write!(
                         self.item()?,
@@ -290,8 +319,12 @@ impl<W: Write> Json<'_, W> {
                 }
             }
         }
-        while let Some(open) = stack.pop() {
-            self.end(&call, names, open, now, Some("unfinished"))?;
+        loop {
+            let exit_lost = stack.top_spans_loss();
+            let Some(open) = stack.pop() else { break };
+            self.exit_lost += u64::from(exit_lost);
+            let why = if exit_lost { "exit_lost" } else { "unfinished" };
+            self.end(&call, names, open, now, Some(why))?;
         }
         self.progress.update();
         Ok(stack.note(events.label()))
@@ -339,7 +372,7 @@ struct JsonNames<'p> {
 impl<'p> JsonNames<'p> {
     fn new(process: &'p Process, demangle: bool) -> Self {
         JsonNames {
-            names: Names::new(&process.functions, demangle),
+            names: Names::of(process, demangle),
             quoted: vec![None; process.functions.len()],
             callers: HashMap::new(),
             scratch: String::new(),

@@ -6,7 +6,8 @@
 //!   file; the thread whose tid is the pid is the main thread.
 //! - Every call is an interval marker (type `FunctionCall`, category
 //!   `function`) named by its function, with `end` (`returned`, `unwound`,
-//!   `unfinished`, `returned (time filter)`), `depth`, and its call stack
+//!   `unfinished`, `returned (time filter)`, `exit lost`: open when events
+//!   were lost, its end unknown), `depth`, and its call stack
 //!   as the marker's stack: the Marker Chart and Marker Table list every
 //!   call with its exact times.
 //! - Samples are synthesized from the calls so that the Call Tree, Flame
@@ -31,7 +32,11 @@
 //!   samples when the thread has no entries; the `function` tracer's
 //!   entries are instant markers `FunctionEntry` with their `caller`; lost
 //!   events are instant markers "events lost" with `count` (0: chunks
-//!   missing, number unknown); trigger marks are "tracing on"/"tracing off".
+//!   missing, number unknown), and the time from there to the next event
+//!   is sampled without a stack (no function's: what ran then is unknown);
+//!   trigger marks are "tracing on"/"tracing off". A process that lost
+//!   anything ends with an instant marker "trace incomplete" (`count`: the
+//!   events lost; `detail`: the line every reader states).
 //! - The crate has no free-form profile metadata: each process's main
 //!   thread starts with an instant marker "trace info" (command, exe,
 //!   tracer, clock source, start time, lost events, sites). `meta.product`
@@ -53,13 +58,14 @@ use std::io::Write;
 
 use anyhow::Context;
 use fntrace_format::calls::{Call, CallBuilder, End};
-use fntrace_format::read::{EventKind, Process, Trace};
+use fntrace_format::read::{EventKind, Losses, Process, Trace};
 use fxprof_processed_profile::{
     Frame, FrameFlags, FrameHandle, FrameInfo, MarkerTiming, Profile, ReferenceTimestamp, SamplingInterval,
     StackHandle, StringHandle, ThreadHandle, Timestamp,
 };
 
 use super::progress::Progress;
+use crate::losses;
 use crate::trace::{caller, command_line, utc};
 use parts::{Func, Kind, Sampler, Types, Value, SPLIT_BUDGET};
 
@@ -76,6 +82,8 @@ pub struct FirefoxStats {
     /// Events known to be lost, and gaps of missing chunks.
     pub lost: u64,
     pub lost_chunks: u64,
+    /// What the trace lost.
+    pub losses: Losses,
     /// Damage notes of the thread files.
     pub damage: Vec<String>,
 }
@@ -103,7 +111,13 @@ pub fn write_firefox(
     let mut profile = Profile::new("fntrace", reference, SamplingInterval::from_nanos(1));
     profile.set_symbolicated(true);
     let types = Types::new(&mut profile);
-    let ends = ["returned", "unwound", "unfinished", "returned (time filter)"];
+    let ends = [
+        "returned",
+        "unwound",
+        "unfinished",
+        "returned (time filter)",
+        "exit lost",
+    ];
     let ends = ends.map(|s| profile.intern_string(s));
     let mut b = Builder {
         profile,
@@ -113,6 +127,7 @@ pub fn write_firefox(
         progress,
         stats: FirefoxStats::default(),
         split_budget: SPLIT_BUDGET,
+        trace,
     };
     for (process, tids) in threads {
         b.process(process, tids, demangle);
@@ -132,8 +147,11 @@ pub fn write_firefox(
 struct Builder<'a> {
     profile: Profile,
     types: Types,
-    /// `returned`, `unwound`, `unfinished`, `returned (time filter)`.
-    ends: [StringHandle; 4],
+    /// `returned`, `unwound`, `unfinished`, `returned (time filter)`,
+    /// `exit lost`.
+    ends: [StringHandle; 5],
+    /// The trace (how it was recorded, for the losses' line).
+    trace: &'a Trace,
     /// The monotonic time (ns) of profile time 0.
     origin: u64,
     progress: &'a Progress,
@@ -168,6 +186,8 @@ impl Builder<'_> {
             false => tids.first().copied(),
         };
         let mut end = start;
+        let before = std::mem::take(&mut self.stats.losses);
+        let mut first_thread = None;
         for &tid in tids {
             let thread = self.profile.add_thread(handle, tid, at, tid == pid);
             if tid != pid {
@@ -176,6 +196,7 @@ impl Builder<'_> {
             }
             if Some(tid) == main {
                 self.info_marker(thread, process, start);
+                first_thread = Some(thread);
             }
             let mut t = ThreadState {
                 handle: thread,
@@ -195,6 +216,19 @@ impl Builder<'_> {
             self.split_budget = t.sampler.budget;
             self.stats.threads += 1;
         }
+        self.stats.losses.process(process);
+        let these = std::mem::replace(&mut self.stats.losses, before);
+        if let (Some(line), Some(thread)) = (losses::summary(&these, self.trace, None), first_thread) {
+            let values = [
+                Value::N(these.lost as f64),
+                Value::S(self.profile.intern_string(&line)),
+            ];
+            let name = self.profile.intern_string("trace incomplete");
+            let at = MarkerTiming::Instant(self.ts(end));
+            self.types
+                .add(&mut self.profile, thread, at, Kind::Lost, name, &values);
+        }
+        self.stats.losses.merge(these);
         if process.info.ended {
             self.profile.set_process_end_time(handle, self.ts(end));
         }
@@ -244,6 +278,9 @@ impl Builder<'_> {
                         .add(&mut self.profile, t.handle, at, Kind::Entry, name, &values);
                 }
                 EventKind::Lost(n) => {
+                    // Calls open now may have lost their exits.
+                    builder.push(&ev, &mut done);
+                    t.sampler.at(&mut self.profile, ev.ns, None);
                     let detail = match n {
                         0 => "chunks missing, an unknown number of events".to_string(),
                         n => format!("{n} events dropped"),
@@ -262,6 +299,7 @@ impl Builder<'_> {
                 }
             }
         }
+        self.stats.losses.thread(&events);
         self.stats.lost += events.lost();
         self.stats.lost_chunks += events.lost_chunks();
         self.stats.damage.extend(events.damage().map(str::to_string));
@@ -364,6 +402,7 @@ impl Builder<'_> {
             End::Returned => self.ends[0],
             End::Unwound => self.ends[1],
             End::Unfinished => self.ends[2],
+            End::ExitLost => self.ends[4],
         };
         let name = self.func(t, call.fid).name;
         let timing = MarkerTiming::Interval(self.ts(call.start_ns), self.ts(call.end_ns));

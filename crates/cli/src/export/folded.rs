@@ -13,12 +13,14 @@
 //! `per_thread` each stack starts with its thread, `T<tid>`. Stacks whose
 //! self time is 0 are left out. The values add up to the self times
 //! `fntrace report` shows (calls that were never left count up to the last
-//! event, `--time-filter` calls nest by time); the `function` tracer's
-//! entries have no duration and give no line.
+//! event, `--time-filter` calls nest by time, calls whose exit was lost
+//! count nothing themselves); the `function` tracer's entries have no
+//! duration and give no line. The format has no room for a header: what
+//! the trace lost is said on stderr.
 
 use std::io::{self, Write};
 
-use fntrace_format::read::Process;
+use fntrace_format::read::{Losses, Process};
 
 use super::progress::Progress;
 use super::stacks::{walk, FrameNames, SelfTimes, Tree, ROOT};
@@ -31,6 +33,8 @@ pub struct Folded {
     pub events: u64,
     /// Damage notes of the thread files.
     pub damage: Vec<String>,
+    /// What the trace lost.
+    pub losses: Losses,
 }
 
 /// Reads `threads` into folded stacks.
@@ -63,7 +67,9 @@ pub fn collect(
             );
             folded.damage.extend(events.damage().map(str::to_string));
             folded.damage.extend(note);
+            folded.losses.thread(&events);
         }
+        folded.losses.process(process);
     }
     folded.tree = tree;
     folded

@@ -27,6 +27,8 @@
 //!    - `EXIT`/`UNWIND`: `TYPE_SLICE_END` of the innermost open call of the
 //!      function, after the ends of the calls opened above it, which carry
 //!      the annotation `unwound: true` (so does the call itself on `UNWIND`);
+//!      a call open when events were lost ends, wherever it is closed,
+//!      with `exit_lost: true` instead (its exit may be among them);
 //!      an exit whose entry was not recorded writes nothing;
 //!    - calls still open when the thread's events end: `TYPE_SLICE_END` at
 //!      the last event's time with `unfinished: true`;
@@ -50,7 +52,8 @@
 //!    process track at its first event (absolute `CLOCK_MONOTONIC`
 //!    timestamp), names inline, its annotations the metadata: command,
 //!    executable, tracer, clock source, lost events and chunks, sites,
-//!    damage; the first process's also the run's (command, start time, exit
+//!    damage, and `incomplete`, the line every reader states when the
+//!    process lost anything; the first process's also the run's (command, start time, exit
 //!    status, signal). The Perfetto UI shows them when the instant is
 //!    selected.
 
@@ -65,13 +68,14 @@ mod tests;
 
 use std::io::Write;
 
-use fntrace_format::read::{EventKind, Process, ThreadEvents, Trace};
+use fntrace_format::read::{EventKind, Losses, Process, ThreadEvents, Trace};
 use fntrace_format::stack::CallStack;
 use perfetto_protos::debug_annotation::DebugAnnotation;
 use perfetto_protos::track_event::{track_event::Type, TrackEvent};
 
 use self::packets::{annotation, process_track, thread_track, Arg, Label, Out, Seq, DESCRIPTORS};
 use super::progress::Progress;
+use crate::losses;
 use crate::trace::{command_line, utc, Names};
 
 /// What was written.
@@ -100,6 +104,10 @@ pub struct PerfettoStats {
     pub lost_events: u64,
     /// Chunks missing from the thread files.
     pub lost_chunks: u64,
+    /// Slices ended with their exit lost.
+    pub exit_lost: u64,
+    /// What the trace lost.
+    pub losses: Losses,
     /// Damage notes of the thread files (the trace's own notes are in
     /// `Trace::damage`).
     pub damage: Vec<String>,
@@ -154,13 +162,15 @@ pub fn write(
         progress,
     };
     for (index, (process, tids)) in threads.iter().enumerate() {
-        let mut names = Names::new(&process.functions, demangle);
+        let mut names = Names::of(process, demangle);
         let mut first: Option<u64> = None;
-        let (lost, chunks, damage) = (
+        let (lost, chunks, damage, exit_lost) = (
             export.stats.lost_events,
             export.stats.lost_chunks,
             export.stats.damage.len(),
+            export.stats.exit_lost,
         );
+        let before = std::mem::take(&mut export.stats.losses);
         for &tid in tids {
             let events = progress.events(process, tid);
             let track = process_uuid(index) | u64::from(tid);
@@ -183,6 +193,13 @@ pub fn write(
         if let Some(note) = process.info.clock.note() {
             args.push(annotation("clock_note", note));
         }
+        export.stats.losses.process(process);
+        let these = std::mem::replace(&mut export.stats.losses, before);
+        let exit_lost = Some(export.stats.exit_lost - exit_lost);
+        if let Some(line) = losses::summary(&these, trace, exit_lost) {
+            args.push(annotation("incomplete", line));
+        }
+        export.stats.losses.merge(these);
         if export.stats.damage.len() > damage {
             args.push(annotation("damage", export.stats.damage[damage..].join("; ")));
         }
@@ -298,11 +315,17 @@ impl Export<'_, '_> {
                         continue;
                     };
                     while stack.len() > pos {
+                        let exit_lost = stack.top_spans_loss();
                         stack.pop();
                         let unwound = stack.len() > pos || ev.kind == EventKind::Unwind;
-                        let args: &[Arg] = if unwound { &[Arg::Flag("unwound")] } else { &[] };
+                        let args: &[Arg] = match (exit_lost, unwound) {
+                            (true, _) => &[Arg::Flag("exit_lost")],
+                            (false, true) => &[Arg::Flag("unwound")],
+                            (false, false) => &[],
+                        };
                         seq.event(out, names, now, Type::TYPE_SLICE_END, None, args)?;
-                        stats.unwound += u64::from(unwound);
+                        stats.unwound += u64::from(unwound && !exit_lost);
+                        stats.exit_lost += u64::from(exit_lost);
                     }
                 }
                 EventKind::EntryCaller(caller) => {
@@ -310,6 +333,7 @@ impl Export<'_, '_> {
                     stats.instants += 1;
                 }
                 EventKind::Lost(n) => {
+                    stack.lose();
                     let count = Arg::Count("count", n);
                     let args: &[Arg] = if n == 0 {
                         &[count, Arg::Flag("chunks_missing")]
@@ -333,17 +357,15 @@ impl Export<'_, '_> {
                 }),
             }
         }
-        while stack.pop().is_some() {
-            seq.event(
-                out,
-                names,
-                now,
-                Type::TYPE_SLICE_END,
-                None,
-                &[Arg::Flag("unfinished")],
-            )?;
-            stats.unfinished += 1;
+        while !stack.is_empty() {
+            let exit_lost = stack.top_spans_loss();
+            stack.pop();
+            let why = if exit_lost { "exit_lost" } else { "unfinished" };
+            seq.event(out, names, now, Type::TYPE_SLICE_END, None, &[Arg::Flag(why)])?;
+            stats.unfinished += u64::from(!exit_lost);
+            stats.exit_lost += u64::from(exit_lost);
         }
+        stats.losses.thread(&events);
         stats.lost_events += events.lost();
         stats.lost_chunks += events.lost_chunks();
         stats.damage.extend(events.damage().map(str::to_string));

@@ -7,7 +7,9 @@
 //! The calls are the format crate's [`CallBuilder`]'s — the ones `report`
 //! counts, so folded self times add up to `report`'s: entries open calls,
 //! exits close them (and the calls above them, unwound), unmatched exits
-//! are ignored, calls still open at the end close at the last event. The
+//! are ignored, calls still open at the end close at the last event; a
+//! call whose exit was lost closes where the builder closes it, with no
+//! self time (its time is unknown). The
 //! builder hands out calls innermost first as they close, which is the top
 //! of the stack [`walk`] keeps beside it. `--time-filter` calls (`CALL`
 //! events) arrive after their children and are nested by the builder at
@@ -20,7 +22,7 @@
 
 use std::collections::HashMap;
 
-use fntrace_format::calls::CallBuilder;
+use fntrace_format::calls::{Call, CallBuilder, End};
 use fntrace_format::read::{EventKind, Process, ThreadEvents};
 
 use super::progress::Progress;
@@ -191,7 +193,7 @@ pub struct FrameNames<'p> {
 impl<'p> FrameNames<'p> {
     pub fn new(process: &'p Process, demangle: bool) -> Self {
         FrameNames {
-            names: Names::new(&process.functions, demangle),
+            names: Names::of(process, demangle),
             ids: vec![u32::MAX; process.functions.len()],
         }
     }
@@ -243,7 +245,7 @@ pub fn walk(
         let depth = builder.depth();
         builder.push(&ev, &mut calls);
         for call in calls.drain(..) {
-            frames.close(tree, call.end_ns, call.self_ns);
+            frames.close(tree, call.end_ns, known_self(&call));
         }
         // An entry the builder took (not one left out, too deep).
         if ev.kind == EventKind::Entry && builder.depth() > depth {
@@ -256,7 +258,7 @@ pub fn walk(
     builder.finish(last_ns, &mut calls);
     let open = open.min(calls.len());
     for call in calls.drain(..open) {
-        frames.close(tree, call.end_ns, call.self_ns);
+        frames.close(tree, call.end_ns, known_self(&call));
     }
     // What is left are the `CALL` events, nested, in post-order: by start
     // (then depth) they come parents first.
@@ -276,6 +278,14 @@ pub fn walk(
     }
     progress.update();
     note
+}
+
+/// A call's self time, 0 when its exit was lost (its time is unknown).
+fn known_self(call: &Call) -> u64 {
+    match call.end {
+        End::ExitLost => 0,
+        _ => call.self_ns,
+    }
 }
 
 /// Self times summed per stack: the folded stacks.

@@ -12,14 +12,15 @@ pub enum FormatError {
     /// The directory holds neither `info.json` nor any `p*/` directory.
     #[error("{}: not a fntrace data directory (no info.json and no p*/ directory)", .0.display())]
     NotDataDir(PathBuf),
-    /// A file or directory that could not be read.
-    #[error("{}: cannot read: {source}", path.display())]
+    /// A file or directory that could not be read. The system's reason is
+    /// in the message, and not also a `source` (a report of the error's
+    /// chain, as `anyhow`'s, would say it twice).
+    #[error("{}: cannot read: {error}", path.display())]
     Io {
         /// The path that failed.
         path: PathBuf,
         /// The system's reason.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A file written in a format version this reader does not read.
     #[error("{}: format version {version} is not supported (this reader reads {})", path.display(), crate::meta::VERSION)]
@@ -35,7 +36,7 @@ impl FormatError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> FormatError {
         FormatError::Io {
             path: path.into(),
-            source,
+            error: source,
         }
     }
 }

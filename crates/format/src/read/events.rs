@@ -70,6 +70,8 @@ pub struct ThreadEvents {
     lost: u64,
     lost_chunks: u64,
     flight: bool,
+    read: u64,
+    calls: u64,
 }
 
 impl ThreadEvents {
@@ -82,6 +84,8 @@ impl ThreadEvents {
             lost: 0,
             lost_chunks: 0,
             flight: false,
+            read: 0,
+            calls: 0,
         }
     }
 
@@ -117,6 +121,23 @@ impl ThreadEvents {
     /// [`ThreadEvents::lost_chunks`] instead.
     pub fn lost(&self) -> u64 {
         self.lost
+    }
+
+    /// Events yielded so far, `Lost` events (which stand for events not
+    /// there) not counted.
+    pub fn read(&self) -> u64 {
+        self.read
+    }
+
+    /// Calls recorded so far: entries and whole calls (`CALL`).
+    pub fn calls(&self) -> u64 {
+        self.calls
+    }
+
+    /// Of [`ThreadEvents::lost`], the words read as zero: events reserved
+    /// and never written (a signal handler between the two).
+    pub fn unwritten(&self) -> u64 {
+        self.raw.unwritten()
     }
 
     /// Chunks missing so far (gaps in the sequence numbers).
@@ -158,6 +179,11 @@ impl ThreadEvents {
             },
             Kind::Mark => EventKind::Mark(fid != 0),
         };
+        self.read += u64::from(!matches!(kind, EventKind::Lost(_)));
+        self.calls += u64::from(matches!(
+            kind,
+            EventKind::Entry | EventKind::EntryCaller(_) | EventKind::Call { .. }
+        ));
         Some(Event {
             ns: self.clock.to_ns(tick),
             kind,

@@ -23,6 +23,7 @@ mod error;
 mod events;
 pub mod file;
 mod functions;
+mod losses;
 mod raw;
 
 use std::fs;
@@ -32,6 +33,7 @@ pub use error::FormatError;
 pub use events::{Event, EventKind, ThreadEvents};
 pub use file::FileError;
 pub use functions::Functions;
+pub use losses::Losses;
 pub use raw::{RawEvents, RawItem};
 
 use crate::layout;

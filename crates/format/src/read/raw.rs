@@ -60,6 +60,7 @@ pub struct RawEvents {
     last_seen: bool,
     done: bool,
     damage: Option<String>,
+    unwritten: u64,
 }
 
 impl std::fmt::Debug for RawEvents {
@@ -127,6 +128,7 @@ impl RawEvents {
             last_seen: false,
             done: false,
             damage: None,
+            unwritten: 0,
         }
     }
 
@@ -145,6 +147,12 @@ impl RawEvents {
     /// Bytes read so far.
     pub fn offset(&self) -> u64 {
         self.offset
+    }
+
+    /// Words read as zero so far: events reserved and never written, each
+    /// one lost event (yielded as a `LOST` event of 1).
+    pub fn unwritten(&self) -> u64 {
+        self.unwritten
     }
 
     /// Whether a chunk flagged as the thread's last was read.
@@ -199,6 +207,7 @@ impl RawEvents {
         };
         if word == 0 && self.ticks.counts_from_base() {
             // A word reserved and never written (version 2): one lost event.
+            self.unwritten += 1;
             return Some(RawItem::Event {
                 offset: at,
                 kind: Kind::Lost,

@@ -330,6 +330,7 @@ pub(super) fn expected(dir: &Dir, pid: u32, tid: u32) -> Vec<Slice> {
                 End::Returned => "returned",
                 End::Unwound => "unwound",
                 End::Unfinished => "unfinished",
+                End::ExitLost => "exit lost",
             },
         })
         .collect();
