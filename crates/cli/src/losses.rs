@@ -68,9 +68,10 @@ pub fn summary(losses: &Losses, trace: &Trace, exit_lost: Option<u64>) -> Option
     }
     if losses.untraced > 0 {
         parts.push(format!(
-            "{} ({} of the calls: signal handlers that interrupted the tracer, or a full shadow stack)",
+            "{} ({} of the calls: nested deeper than {} calls, or made by signal handlers that interrupted the tracer)",
             count(losses.untraced, "call not traced", "calls not traced"),
-            percent(losses.untraced_fraction())
+            percent(losses.untraced_fraction()),
+            fntrace_format::limits::MAX_NESTING
         ));
     }
     if let Some(n) = exit_lost.filter(|&n| n > 0) {

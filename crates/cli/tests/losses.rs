@@ -182,6 +182,7 @@ fn a_recording_whose_buffers_overflowed() {
     let data = work.path("busy.data");
     let out = common::fntrace_output(&[
         "record",
+        "--lossy",
         "--buffer-size",
         "64K",
         "-o",

@@ -244,8 +244,9 @@ fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>, 
         sheet.item(
             "  calls not traced",
             format!(
-                "{} (signal handlers that interrupted the tracer, or a shadow stack full)",
-                info.untraced
+                "{} (nested deeper than {} calls, or made by signal handlers that interrupted the tracer)",
+                info.untraced,
+                fntrace_format::limits::MAX_NESTING
             ),
         );
     }

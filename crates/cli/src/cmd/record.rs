@@ -11,7 +11,7 @@ use std::{env, fs};
 
 use anyhow::Context;
 use fntrace_format::layout;
-use fntrace_format::meta::{ProcessInfo, RunInfo, VERSION};
+use fntrace_format::meta::{RunInfo, VERSION};
 use fntrace_format::replace::replace;
 use serde::Serialize;
 
@@ -176,61 +176,14 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
     Ok(Ok(ending))
 }
 
-/// One line for what the trace is missing, as each process's runtime
-/// counted it in `process.json` — events lost (how many, what part of the
-/// trace, why, and what avoids it), events it could not write, calls it did
-/// not trace —; `None` if it misses nothing.
+/// The last line of `record`, `live` and `attach` when the trace in `dir`
+/// is incomplete: the readers' line (`losses.rs`), from one pass over
+/// every thread's events (the files alone know of words never written);
+/// `None` if it misses nothing, or cannot be read (the readers say why).
 pub fn losses(dir: &Path) -> Option<String> {
-    let (mut lost, mut untraced, mut words, mut errors) = (0u64, 0u64, 0u64, Vec::new());
-    for entry in fs::read_dir(dir).ok()?.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if layout::parse_process_dir(&name).is_none() {
-            continue;
-        }
-        let text = fs::read_to_string(entry.path().join(layout::PROCESS)).unwrap_or_default();
-        let Ok(process) = ProcessInfo::from_json(&text) else {
-            continue;
-        };
-        lost += process.lost;
-        untraced += process.untraced;
-        errors.extend(process.write_error.map(|e| format!("{name}: {e}")));
-        // The events written, about: the thread files' words.
-        words += fs::read_dir(entry.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|f| f.file_name().to_string_lossy().ends_with(".events"))
-            .filter_map(|f| f.metadata().ok())
-            .map(|m| m.len() / 8)
-            .sum::<u64>();
-    }
-    let lossy = fs::read_to_string(dir.join(layout::INFO))
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .is_some_and(|v| v["options"]["lossy"] == serde_json::Value::Bool(true));
-    let mut parts = Vec::new();
-    if lost > 0 {
-        let share = 100.0 * lost as f64 / (lost + words).max(1) as f64;
-        let why = if !errors.is_empty() {
-            errors.join("; ")
-        } else if lossy {
-            "--lossy drops events when a thread's buffers are full; without it the thread waits for the writer"
-                .to_string()
-        } else {
-            "the writer could not keep up and could not be waited for; a larger --buffer-size keeps more"
-                .to_string()
-        };
-        parts.push(format!("{lost} events lost ({share:.2}% of the trace: {why})"));
-    } else if !errors.is_empty() {
-        parts.push(errors.join("; "));
-    }
-    if untraced > 0 {
-        parts.push(format!(
-            "{untraced} calls not traced (nested deeper than {} calls, or made by signal handlers that interrupted the tracer)",
-            fntrace_format::limits::MAX_NESTING
-        ));
-    }
-    (!parts.is_empty()).then(|| format!("fntrace: warning: the trace is incomplete: {}", parts.join("; ")))
+    let trace = fntrace_format::read::open(dir).ok()?;
+    let all = crate::losses::scan(&crate::trace::select(&trace, &[]));
+    crate::losses::summary(&all, &trace, None).map(|line| format!("fntrace: warning: {line}"))
 }
 
 /// The `FNTRACE_*` variables for the runtime (`docs/FORMAT.md`); `None`
