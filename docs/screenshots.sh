@@ -28,7 +28,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 # The README's build line.
-limit 60 gcc -O2 -pg -mfentry -mrecord-mcount "$root/examples/demo.c" -o demo
+limit 60 gcc -O2 -fpatchable-function-entry=5 "$root/examples/demo.c" -o demo
 limit 60 "$fntrace" record -o demo.data -- ./demo "$arg"
 limit 60 "$fntrace" dump --perfetto -o demo.pftrace demo.data
 

@@ -1,5 +1,5 @@
 /* demo: a small program to try fntrace on.
- *   gcc -O2 -pg -mfentry -mrecord-mcount examples/demo.c -o demo
+ *   gcc -O2 -fpatchable-function-entry=5 examples/demo.c -o demo
  *   fntrace list ./demo
  */
 #include <stdio.h>

@@ -63,11 +63,10 @@ fn record_on_small_fs(work: &Work, exe: &Path) -> bool {
         return true;
     }
     let why = procs::text(&out.stderr);
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI: cannot mount a tmpfs (root or user namespaces needed): {why}"
+    common::skip(
+        "disk_full",
+        &format!("mounting a tmpfs needs root or user namespaces: {}", why.trim()),
     );
-    eprintln!("note: disk_full skipped: mounting a tmpfs needs root or user namespaces: {why}");
     false
 }
 

@@ -712,7 +712,7 @@ fn filters_time_filter() {
 #[test]
 fn program_without_instrumentation() {
     if !have("gcc") {
-        eprintln!("skipped: no gcc");
+        common::skip("program_without_instrumentation", "no gcc");
         return;
     }
     runtime();

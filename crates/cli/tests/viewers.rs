@@ -101,10 +101,6 @@ fn chromedriver() -> PathBuf {
 }
 
 /// Whether this is CI (`CI` set, and not to "false" or "0").
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
-}
-
 /// What of `needs` is missing, one phrase each.
 fn missing(needs: &[Need]) -> Vec<String> {
     let mut missing = Vec::new();
@@ -163,12 +159,7 @@ fn ready(test: &str, needs: &[Need]) -> bool {
     if missing.is_empty() {
         return true;
     }
-    let what = missing.join("; ");
-    assert!(
-        !in_ci(),
-        "{test}: the viewer tests need {what}: .ci/run installs them"
-    );
-    eprintln!("note: {test} skipped (CI is not set): it needs {what}; .ci/run installs them");
+    common::skip(test, &format!("it needs {}", missing.join("; ")));
     false
 }
 

@@ -30,7 +30,12 @@ pub fn run(cmd: &mut Command) -> Option<Vec<u8>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // CI installs the cross tools (.ci/run): missing there is a failure.
             assert!(std::env::var_os("CI").is_none(), "{cmd:?} is not installed");
-            eprintln!("skipped: {cmd:?} not installed");
+            // Written to stderr directly: the test harness shows it (it
+            // captures `eprintln!`).
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!("SKIPPED: {cmd:?} is not installed (.ci/run installs it)\n"),
+            );
             return None;
         }
         Err(e) => panic!("{cmd:?}: {e}"),

@@ -33,7 +33,12 @@ pub(super) fn have(prog: &str) -> bool {
     if !ok {
         // CI installs the cross tools (.ci/run): missing there is a failure.
         assert!(std::env::var_os("CI").is_none(), "{prog} is not installed");
-        eprintln!("skipped: {prog} is not installed");
+        // Written to stderr directly: the test harness shows it (it
+        // captures `eprintln!`).
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("SKIPPED: {prog} is not installed (.ci/run installs it)\n"),
+        );
     }
     ok
 }
