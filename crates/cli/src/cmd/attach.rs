@@ -205,9 +205,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     info.end_unix_ns = Some(record::unix_now_ns());
     info.attach = Some(attach);
     record::write_info(&out, &info)?;
-    if let Some(line) = record::losses(&out) {
-        eprintln!("{line}");
-    }
+    record::say_losses(&out);
     Ok(code)
 }
 

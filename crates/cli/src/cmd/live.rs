@@ -54,6 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             };
             eprintln!("fntrace: warning: {nothing}");
         }
+        record::say_losses(&dir);
         Ok(ExitCode::from(ending.exit_code()))
     })();
     let _ = fs::remove_dir_all(&dir);

@@ -84,7 +84,10 @@ pub struct Request {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let request = args.flags.into_request(args.command, args.output);
     match record(&request)? {
-        Ok(ending) => Ok(ExitCode::from(ending.exit_code())),
+        Ok(ending) => {
+            say_losses(&request.output);
+            Ok(ExitCode::from(ending.exit_code()))
+        }
         Err(code) => Ok(code),
     }
 }
@@ -170,17 +173,22 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
             runtime.display()
         );
     }
-    if let Some(line) = losses(&dir) {
+    Ok(Ok(ending))
+}
+
+/// Prints [`losses`] of `dir`, if any: the last thing `record`, `live` (after
+/// its replay) and `attach` print.
+pub fn say_losses(dir: &Path) {
+    if let Some(line) = losses(dir) {
         eprintln!("{line}");
     }
-    Ok(Ok(ending))
 }
 
 /// The last line of `record`, `live` and `attach` when the trace in `dir`
 /// is incomplete: the readers' line (`losses.rs`), from one pass over
 /// every thread's events (the files alone know of words never written);
 /// `None` if it misses nothing, or cannot be read (the readers say why).
-pub fn losses(dir: &Path) -> Option<String> {
+fn losses(dir: &Path) -> Option<String> {
     let trace = fntrace_format::read::open(dir).ok()?;
     let all = crate::losses::scan(&crate::trace::select(&trace, &[]));
     crate::losses::summary(&all, &trace, None).map(|line| format!("fntrace: warning: {line}"))

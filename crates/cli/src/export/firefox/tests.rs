@@ -300,10 +300,11 @@ fn calls_are_interval_markers() {
             m.3["depth"].as_f64().unwrap(),
         )
     };
-    assert_eq!(span("main", 0), (1000, 10_000, "returned".into(), 0.0));
+    // Open when 5 events were lost (at 7500): their ends are unknown.
+    assert_eq!(span("main", 0), (1000, 10_000, "exit lost".into(), 0.0));
     assert_eq!(span("fib", 0), (3000, 4000, "returned".into(), 2.0));
     assert_eq!(span("fib", 1), (2000, 6000, "returned".into(), 1.0));
-    assert_eq!(span("foo::bar()", 0), (7000, 9000, "returned".into(), 1.0));
+    assert_eq!(span("foo::bar()", 0), (7000, 9000, "exit lost".into(), 1.0));
     assert_eq!(span("leaf", 0), (8000, 9000, "unwound".into(), 2.0));
     // A call's marker carries its stack.
     assert_eq!(
@@ -320,7 +321,7 @@ fn calls_are_interval_markers() {
     let all = markers(t);
     assert_eq!(
         span_of(t, calls(&all, "fib")[0]),
-        (2500, 5200, "unfinished".into())
+        (2500, 5200, "exit lost".into())
     );
     assert_eq!(calls(&all, "leaf").len(), 2);
     let lost: Vec<f64> = all
@@ -382,7 +383,9 @@ fn samples_carry_the_stacks_weighted_by_time() {
         (3000, s(&["main", "fib", "fib"]), 1000),
         (4000, s(&["main", "fib"]), 2000),
         (6000, s(&["main"]), 1000),
-        (7000, s(&["main", "foo::bar()"]), 1000),
+        (7000, s(&["main", "foo::bar()"]), 500),
+        // The loss: what ran until the next event is unknown.
+        (7500, s(&[]), 500),
         (8000, s(&["main", "foo::bar()", "leaf"]), 1000),
         (9000, s(&["main"]), 1000),
         (10_000, s(&[]), 0),
@@ -391,12 +394,14 @@ fn samples_carry_the_stacks_weighted_by_time() {
     // CPU deltas (µs): the time of the stack before each sample.
     assert_eq!(
         t["samples"]["threadCPUDelta"],
-        serde_json::json!([0, 1, 1, 1, 2, 1, 1, 1, 1])
+        serde_json::json!([0, 1, 1, 1, 2, 1, 0, 0, 1, 1])
     );
     let expected = [
         (2500, s(&["fib"]), 1000),
         (3500, s(&["fib", "leaf"]), 1000),
-        (4500, s(&["fib"]), 500),
+        (4500, s(&["fib"]), 100),
+        // 3 events lost at 4600.
+        (4600, s(&[]), 400),
         (5000, s(&["fib", "leaf"]), 200),
         (5200, s(&[]), 0),
     ];
@@ -408,7 +413,7 @@ fn samples_carry_the_stacks_weighted_by_time() {
         (120_000, s(&[]), 0),
     ];
     assert_eq!(samples(thread_of(&p, "200")), expected);
-    assert_eq!(stats.samples, 9 + 5 + 4);
+    assert_eq!(stats.samples, 10 + 6 + 4);
 }
 
 #[test]

@@ -285,9 +285,14 @@ pub(super) fn slices(events: &[Ev]) -> (Vec<Slice>, Vec<Instant>) {
             Type::TYPE_SLICE_END => {
                 let begin = open.pop().expect("end without begin");
                 assert_eq!(begin.seq, e.seq, "begin and end on different sequences");
-                let how = match (e.args.get("unwound"), e.args.get("unfinished")) {
-                    (Some(_), _) => "unwound",
-                    (_, Some(_)) => "unfinished",
+                let how = match (
+                    e.args.get("unwound"),
+                    e.args.get("unfinished"),
+                    e.args.get("exit_lost"),
+                ) {
+                    (Some(_), _, _) => "unwound",
+                    (_, Some(_), _) => "unfinished",
+                    (_, _, Some(_)) => "exit lost",
                     _ => "returned",
                 };
                 slices.push(Slice {
