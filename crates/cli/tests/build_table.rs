@@ -133,7 +133,13 @@ fn traced(work: &Work, exe: &Path, demangle: bool) -> BTreeMap<String, u64> {
     let rows: serde_json::Value = serde_json::from_str(&fntrace_ok(&args).0).unwrap();
     let mut calls = BTreeMap::new();
     for row in rows.as_array().unwrap() {
+        // Two functions of one name (statics of two files) are two rows,
+        // told apart by ` [FILE+0xOFFSET]`; the truth sums them by name.
         let name = row["name"].as_str().unwrap();
+        let name = match name.rsplit_once(" [") {
+            Some((base, place)) if place.ends_with(']') && place.contains("+0x") => base,
+            _ => name,
+        };
         let name = if demangle { name.to_string() } else { unclone(name) };
         *calls.entry(name).or_default() += row["calls"].as_u64().unwrap();
     }

@@ -127,7 +127,8 @@ fn a_full_disk_loses_events_not_the_program() {
     let last = stderr.lines().last().unwrap_or_default();
     assert!(
         last.starts_with("fntrace: warning: the trace is incomplete: ")
-            && last.contains(&format!("{lost} events lost"))
+            && last.contains(&format!(": {lost} of "))
+            && last.contains(" events lost (")
             && last.contains("No space left on device"),
         "{stderr}"
     );

@@ -96,15 +96,17 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
         notrace: Filter::parse(&settings.notrace)?,
     };
 
-    for (option, patterns) in [("-F", &settings.filter), ("-N", &settings.notrace)] {
-        if let Some(pattern) = unmatched(&selected, patterns) {
-            anyhow::bail!("{option} '{pattern}' matches no function in {}", dir.display());
-        }
-    }
     let mut damage = trace.damage.clone();
     if !any_events(&selected, &mut damage) {
         trace::warn_damage(&damage);
         return nothing::fail(nothing::no_events(&trace, dir));
+    }
+    // After: a trace with nothing to show says that, not that a pattern
+    // matches none of its (absent) functions.
+    for (option, patterns) in [("-F", &settings.filter), ("-N", &settings.notrace)] {
+        if let Some(pattern) = unmatched(&selected, patterns) {
+            anyhow::bail!("{option} '{pattern}' matches no function in {}", dir.display());
+        }
     }
     let incomplete = losses::summary(&losses::scan(&selected), &trace, None);
     let mut out = BufWriter::new(out);
