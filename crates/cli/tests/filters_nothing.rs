@@ -3,14 +3,15 @@
 //! functions of libraries loaded later): `record` and `live` against the
 //! program and the libraries it loads, `replay` against the trace,
 //! `attach` against the modules the process has mapped (before touching
-//! it).
+//! it), `ctl filter|notrace` against the functions the runtime knows (the
+//! filter in force stays).
 
 mod common;
 
 use std::path::Path;
 use std::time::Duration;
 
-use common::attach::{build_workload, has_runtime, replay, Attach, Target};
+use common::attach::{build_workload, ctl, has_runtime, patched, replay, Attach, Target};
 use common::procs::{self, text};
 use common::{assert_fails, build_c, cc, fntrace, fntrace_ok, fntrace_output, Work};
 
@@ -225,5 +226,46 @@ fn attach_refuses_a_pattern_that_matches_nothing() {
     let shown = replay(&dir);
     assert!(shown.contains("lib_twice();"), "{shown}");
     assert!(!shown.contains("mid") && !shown.contains("leaf"), "{shown}");
+    assert_eq!(target.report().1, 0);
+}
+
+/// `ctl filter|notrace` refuses a pattern of no function the runtime
+/// knows, and the filter in force stays; `--force` sets it; an empty
+/// filter is all.
+#[test]
+fn ctl_refuses_a_pattern_that_matches_nothing() {
+    let work = Work::new("filters-nothing-ctl");
+    let (mut target, _fresh) = workload(&work);
+    let pid = target.pid.to_string();
+    let dir = work.path("c.data");
+    let attach = Attach::start(target.pid, &dir, &["-F", "lib_twice"]);
+    let before = ctl(target.pid, &["status"]);
+    for (verb, pattern) in [
+        ("filter", "typo"),
+        ("notrace", "nope*"),
+        ("filter", "mid:mod:libc"),
+    ] {
+        let out = fntrace_output(&["ctl", &pid, verb, "leaf", pattern]);
+        assert_fails(
+            &out,
+            1,
+            &format!("{verb} '{pattern}' matches no function of process {pid}; the filter in force stays"),
+        );
+        assert_eq!(ctl(target.pid, &["status"]), before, "the filter changed");
+    }
+    // Still traced as before.
+    std::thread::sleep(Duration::from_millis(200));
+    attach.detach();
+    let shown = replay(&dir);
+    assert!(shown.contains("lib_twice();"), "{shown}");
+    assert!(!shown.contains("mid") && !shown.contains("leaf"), "{shown}");
+
+    let attach = Attach::start(target.pid, &work.path("d.data"), &[]);
+    let all = patched(&ctl(target.pid, &["status"]));
+    assert_eq!(patched(&ctl(target.pid, &["--force", "filter", "typo"])), 0);
+    assert_eq!(patched(&ctl(target.pid, &["filter", "lib_twice"])), 1);
+    assert_eq!(patched(&ctl(target.pid, &["filter", ""])), all);
+    assert_eq!(patched(&ctl(target.pid, &["notrace", ""])), all);
+    attach.detach();
     assert_eq!(target.report().1, 0);
 }

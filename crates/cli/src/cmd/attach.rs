@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use fntrace_format::control as protocol;
 use fntrace_format::layout;
 use fntrace_format::meta::{AttachInfo, RunInfo, VERSION};
 
@@ -79,7 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         check_sites(pid, &name, &request.options)?;
     }
     let socket = control::socket(&dir, pid);
-    if control::request(&socket, "status", Duration::from_secs(2)).is_ok() {
+    if control::request(&socket, protocol::STATUS, Duration::from_secs(2)).is_ok() {
         anyhow::bail!(
             "process {pid} ({name}) is already attached ('fntrace ctl {pid} detach' ends that session)"
         );
@@ -178,7 +179,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut code = ExitCode::SUCCESS;
     if ended_by == "interrupt" || ended_by == "duration" {
         let t0 = Instant::now();
-        match control::request(&socket, "detach", Duration::from_secs(60)) {
+        match control::request(&socket, protocol::DETACH, Duration::from_secs(60)) {
             Ok(answer) => {
                 attach.detach_ns = Some(t0.elapsed().as_nanos() as u64);
                 attach.restored = control::field(&answer, "restored");
@@ -253,7 +254,7 @@ fn check_sites(pid: i32, name: &str, options: &Options) -> anyhow::Result<()> {
 fn wait_ready(socket: &Path, pid: i32) -> anyhow::Result<String> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        match control::request(socket, "ready", Duration::from_secs(120)) {
+        match control::request(socket, protocol::READY, Duration::from_secs(120)) {
             Ok(answer) => return Ok(answer),
             Err(Failure::NoSession) => {}
             Err(e) => anyhow::bail!("{e}"),
