@@ -24,8 +24,9 @@ use crate::launch;
 pub struct Module {
     /// The names a `:mod:` pattern may give it: its file name, and its
     /// soname when the file name is another (a link resolved).
-    pub names: Vec<String>,
-    pub binary: Binary,
+    names: Vec<String>,
+    /// Its sites and functions.
+    binary: Binary,
 }
 
 impl Module {
