@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
+use fntrace_format::control as protocol;
 
 pub mod lock;
 mod stale;
@@ -152,9 +153,9 @@ pub fn request(socket: &Path, line: &str, timeout: Duration) -> Result<String, F
         .read_line(&mut answer)
         .map_err(Failure::Io)?;
     let answer = answer.trim();
-    if let Some(rest) = answer.strip_prefix("ok") {
+    if let Some(rest) = answer.strip_prefix(protocol::OK) {
         Ok(rest.trim().to_string())
-    } else if let Some(rest) = answer.strip_prefix("error") {
+    } else if let Some(rest) = answer.strip_prefix(protocol::ERROR) {
         Err(Failure::Refused(rest.trim().to_string()))
     } else {
         Err(Failure::Io(std::io::Error::other(format!(

@@ -20,5 +20,6 @@ pub mod readers;
 mod stats;
 mod trace;
 mod units;
+mod unmatched;
 
 pub use output::is_broken_pipe;

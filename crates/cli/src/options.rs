@@ -68,7 +68,7 @@ pub struct RecordFlags {
     /// Drop events (and count them) when a thread's buffers are full, instead of making it wait for the writer.
     #[arg(long)]
     lossy: bool,
-    /// Run the command even if it has no patchable sites (its libraries may have).
+    /// Run even if no patchable function is found, or a pattern matches none (code in libraries loaded later).
     #[arg(long)]
     force: bool,
 }

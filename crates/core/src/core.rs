@@ -65,6 +65,24 @@ impl Core {
             .filter_map(|(i, m)| Some((i, m.as_ref()?)))
     }
 
+    /// Whether `filter` selects a function that has a site, in any module
+    /// (a filter that selects none would trace nothing).
+    pub fn selects_any(&mut self, filter: &Filter) -> bool {
+        self.modules.iter_mut().flatten().any(|m| {
+            let mut functions: Vec<usize> = m
+                .sites
+                .iter()
+                .filter_map(|s| s.function)
+                .map(|f| f as usize)
+                .collect();
+            functions.sort_unstable();
+            functions.dedup();
+            functions
+                .into_iter()
+                .any(|f| with_names(m, f, |names| filter.selects(names)))
+        })
+    }
+
     /// Adds a module whose sites are all NOPs now; returns its id and the
     /// changes that the registered ops want on it.
     pub fn add_module(&mut self, module: Module) -> (ModuleId, Vec<Change>) {
@@ -265,12 +283,19 @@ impl Core {
     }
 }
 
-/// Whether `ops` selects function `f` of module `m` (demangling its name the
-/// first time a filter needs it).
+/// Whether `ops` selects function `f` of module `m`.
 fn selects(ops: &Ops, m: &mut Module, f: usize) -> bool {
     if ops.filter.selects_everything() && ops.notrace.is_empty() {
         return true;
     }
+    with_names(m, f, |names| {
+        ops.filter.selects(names) && (ops.notrace.is_empty() || !ops.notrace.selects(names))
+    })
+}
+
+/// `body` given the names of function `f` of module `m` (demangling its
+/// name the first time a filter needs it).
+fn with_names<R>(m: &mut Module, f: usize, body: impl FnOnce(&Names<'_>) -> R) -> R {
     let symbol = &m.functions[f];
     let (demangled, base) = m.demangled[f].get_or_insert_with(|| {
         (
@@ -278,13 +303,12 @@ fn selects(ops: &Ops, m: &mut Module, f: usize) -> bool {
             fntrace_sites::demangle::demangle_without_params(symbol),
         )
     });
-    let names = Names {
+    body(&Names {
         symbol,
         demangled,
         base: base.as_deref(),
         module: &m.name,
-    };
-    ops.filter.selects(&names) && (ops.notrace.is_empty() || !ops.notrace.selects(&names))
+    })
 }
 
 /// Iterates the ops ids in a wanted mask.

@@ -250,3 +250,20 @@ fn a_third_ops_on_a_list_site_changes_its_wanted_set_not_its_target() {
         vec![]
     );
 }
+
+#[test]
+fn selects_any_asks_of_functions_with_sites() {
+    let mut core = Core::new();
+    assert!(!core.selects_any(&filter(&["main"])));
+    core.add_module(module("prog"));
+    let lib = module("libx.so.1");
+    let mut functions = lib.functions.clone();
+    functions.push("lonely".into()); // no site
+    core.add_module(Module::new("libx.so.1", functions, lib.sites.clone()));
+    assert!(core.selects_any(&filter(&["main"])));
+    assert!(core.selects_any(&filter(&["ns::baz"])));
+    assert!(core.selects_any(&filter(&["ba?:mod:libx"])));
+    assert!(!core.selects_any(&filter(&["mian"])));
+    assert!(!core.selects_any(&filter(&["lonely"])));
+    assert!(!core.selects_any(&filter(&["main:mod:liby"])));
+}

@@ -7,6 +7,8 @@
 //! - [`write`](mod@write): whole chunks built in memory (tools and tests);
 //! - [`layout`]: file and directory names of `fntrace.data/`;
 //! - [`limits`]: how large a thread's buffer may be;
+//! - [`control`]: the control channel's requests and answers (the runtime
+//!   serves them, `fntrace attach` and `ctl` send them);
 //! - [`meta`]: `info.json`, `process.json` (with the [`Clock`]),
 //!   `functions.tsv` and `profile.tsv` lines;
 //! - [`replace`](mod@replace): rewriting `info.json` and `process.json`,
@@ -25,6 +27,7 @@
 
 pub mod calls;
 pub mod chunk;
+pub mod control;
 pub mod event;
 pub mod layout;
 pub mod limits;

@@ -7,7 +7,7 @@ use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use fntrace_core::{Ops as CoreOps, OpsFlags, Target};
-use fntrace_sites::filter::Filter;
+use fntrace_sites::filter::{first_unmatched, Filter};
 
 use crate::error::{Error, Result};
 use crate::index;
@@ -39,13 +39,28 @@ pub(crate) fn set_inactive(reason: String) {
     let _ = INACTIVE.set(reason);
 }
 
+/// Whitespace- or comma-separated filter patterns.
+fn patterns(text: &str) -> Vec<&str> {
+    text.split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
 /// Parses whitespace- or comma-separated filter patterns.
 pub fn parse_filter(text: &str) -> Result<Filter> {
-    let patterns: Vec<&str> = text
-        .split(|c: char| c.is_whitespace() || c == ',')
-        .filter(|p| !p.is_empty())
-        .collect();
-    Ok(Filter::parse(&patterns)?)
+    Ok(Filter::parse(&patterns(text))?)
+}
+
+/// The first of the patterns of `text` (as [`parse_filter`] reads them)
+/// that selects no function with a site in the modules taken in, as a
+/// typo would (`first_unmatched`: a `!` pattern by what it removes).
+pub fn unmatched(text: &str) -> Result<Option<String>> {
+    let patterns = patterns(text);
+    Filter::parse(&patterns)?;
+    with_state(|state| {
+        let first = first_unmatched(&patterns, |filter| state.core.selects_any(filter));
+        Ok(first.map(str::to_string))
+    })
 }
 
 /// A client: callbacks, flags, a filter. Cheap to copy; lives forever.

@@ -9,9 +9,11 @@
 //! constructor knows not to set up inside the thread the CLI stopped: every
 //! slow step (discovery, patching) runs here while the program runs.
 //!
-//! Protocol: one line per connection, one line back (`ok ...` or
-//! `error ...`): `ready`, `filter PATTERNS`, `notrace PATTERNS`, `depth N`,
-//! `tracing on|off`, `status`, `detach`. The socket is `0600`, in a
+//! Protocol (`fntrace_format::control`): one line per connection, one
+//! line back (`ok ...` or `error ...`): `ready`, `[force] filter PATTERNS`,
+//! `[force] notrace PATTERNS` (without `force`, refused with `error
+//! unmatched PATTERN` when a pattern matches no function with a site),
+//! `depth N`, `tracing on|off`, `status`, `detach`. The socket is `0600`, in a
 //! directory the CLI made `0700` (docs/ATTACH.md).
 
 use std::collections::HashMap;
@@ -21,6 +23,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use fntrace_format::control;
 
 use crate::{api, loader, tracer};
 
@@ -168,9 +172,9 @@ fn serve(config: &str) {
 
 fn reply(mut stream: UnixStream, result: &Result<String, String>) {
     let line = match result {
-        Ok(text) if text.is_empty() => "ok\n".to_string(),
-        Ok(text) => format!("ok {text}\n"),
-        Err(e) => format!("error {}\n", e.replace('\n', " ")),
+        Ok(text) if text.is_empty() => format!("{}\n", control::OK),
+        Ok(text) => format!("{} {text}\n", control::OK),
+        Err(e) => format!("{} {}\n", control::ERROR, e.replace('\n', " ")),
     };
     let _ = stream.write_all(line.as_bytes());
 }
@@ -182,23 +186,33 @@ fn answer(session: &mut Session, stream: UnixStream, summary: &str) -> bool {
         return false;
     }
     let line = line.trim();
+    let (force, line) = match line.strip_prefix(control::FORCE) {
+        Some(rest) if rest.starts_with(' ') => (true, rest.trim_start()),
+        _ => (false, line),
+    };
     let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
     let rest = rest.trim();
     let result = match verb {
-        "ready" => Ok(summary.to_string()),
-        "status" => Ok(session.status()),
-        "filter" => session.change("FNTRACE_FILTER", rest),
-        "notrace" => session.change("FNTRACE_NOTRACE", rest),
-        "depth" => match rest.parse::<u32>() {
+        control::FILTER => session.filter("FNTRACE_FILTER", rest, force),
+        control::NOTRACE => session.filter("FNTRACE_NOTRACE", rest, force),
+        _ if force => Err(format!(
+            "'{}' goes before '{}' or '{}'",
+            control::FORCE,
+            control::FILTER,
+            control::NOTRACE
+        )),
+        control::READY => Ok(summary.to_string()),
+        control::STATUS => Ok(session.status()),
+        control::DEPTH => match rest.parse::<u32>() {
             Ok(n) => session.change("FNTRACE_DEPTH", &n.to_string()),
             Err(_) => Err(format!("bad depth '{rest}' (a number; 0: no limit)")),
         },
-        "tracing" => match rest {
+        control::TRACING => match rest {
             "on" => session.switch(true),
             "off" => session.switch(false),
             _ => Err(format!("tracing takes on or off, not '{rest}'")),
         },
-        "detach" => {
+        control::DETACH => {
             let r = session.end();
             reply(stream, &r);
             return true;
@@ -268,9 +282,28 @@ impl Session {
         )
     }
 
+    /// A new filter (`key` is `FNTRACE_FILTER` or `FNTRACE_NOTRACE`),
+    /// applied at once; refused, the filter in force kept, when one of its
+    /// patterns matches no function with a site, unless `force`.
+    fn filter(&mut self, key: &str, patterns: &str, force: bool) -> Result<String, String> {
+        refresh_modules();
+        if !force {
+            if let Some(pattern) = api::unmatched(patterns).map_err(|e| e.to_string())? {
+                return Err(control::unmatched(&pattern));
+            }
+        }
+        self.apply(key, patterns)
+    }
+
     /// A new value for one setting, applied at once.
     fn change(&mut self, key: &str, value: &str) -> Result<String, String> {
         refresh_modules();
+        self.apply(key, value)
+    }
+
+    /// A new value for one setting, applied at once; the old one is put
+    /// back if the new one fails.
+    fn apply(&mut self, key: &str, value: &str) -> Result<String, String> {
         let old = self.settings.insert(key.to_string(), value.to_string());
         let result = tracer::reconfigure(&lookup(&self.settings), self.tracing);
         match result {

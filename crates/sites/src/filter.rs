@@ -240,6 +240,21 @@ impl Filter {
     }
 }
 
+/// The first of `patterns` that selects nothing, as a typo would: a plain
+/// pattern that `selects_any` says selects no function, or a `!` pattern
+/// that removes none (judged by the functions its bare pattern selects).
+/// `selects_any` is asked with a one-pattern filter. Unparsable patterns are
+/// left to [`Filter::parse`]; an empty list selects everything.
+pub fn first_unmatched<S: AsRef<str>>(
+    patterns: &[S],
+    mut selects_any: impl FnMut(&Filter) -> bool,
+) -> Option<&str> {
+    patterns.iter().map(AsRef::as_ref).find(|pattern| {
+        let bare = pattern.strip_prefix('!').unwrap_or(pattern);
+        Filter::parse(&[bare]).is_ok_and(|filter| !selects_any(&filter))
+    })
+}
+
 /// A module pattern matches the file name, or the file name up to `.so`
 /// (`libm` matches `libm.so.6`).
 fn module_matches(glob: &Glob, module: &str) -> bool {

@@ -11,15 +11,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use fntrace_format::control as protocol;
 use fntrace_format::layout;
 use fntrace_format::meta::{AttachInfo, RunInfo, VERSION};
 
-use crate::cmd::record;
+use crate::cmd::record::{self, Options};
 use crate::control::{self, Failure};
 use crate::inject::InjectError;
 use crate::launch;
 use crate::options::RecordFlags;
 use crate::units::{human, parse_duration};
+use crate::unmatched;
 
 const AFTER_HELP: &str = "\
 Recording goes on until Ctrl-C, --duration, 'fntrace ctl PID detach', or
@@ -75,10 +77,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .flags
         .into_request(argv.iter().map(Into::into).collect(), args.output.clone());
     if !request.options.force {
-        check_sites(pid, &name)?;
+        check_sites(pid, &name, &request.options)?;
     }
     let socket = control::socket(&dir, pid);
-    if control::request(&socket, "status", Duration::from_secs(2)).is_ok() {
+    if control::request(&socket, protocol::STATUS, Duration::from_secs(2)).is_ok() {
         anyhow::bail!(
             "process {pid} ({name}) is already attached ('fntrace ctl {pid} detach' ends that session)"
         );
@@ -177,7 +179,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut code = ExitCode::SUCCESS;
     if ended_by == "interrupt" || ended_by == "duration" {
         let t0 = Instant::now();
-        match control::request(&socket, "detach", Duration::from_secs(60)) {
+        match control::request(&socket, protocol::DETACH, Duration::from_secs(60)) {
             Ok(answer) => {
                 attach.detach_ns = Some(t0.elapsed().as_nanos() as u64);
                 attach.restored = control::field(&answer, "restored");
@@ -221,43 +223,36 @@ fn target_argv(proc_dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Fails when no module mapped in the process has a patchable site.
-fn check_sites(pid: i32, name: &str) -> anyhow::Result<()> {
-    let maps = crate::inject::maps(pid).map_err(|e| match &e {
+/// Fails when no module mapped in the process has a patchable site, or
+/// when a function pattern of `options` matches none of their patchable
+/// functions (a typo would record nothing).
+fn check_sites(pid: i32, name: &str, options: &Options) -> anyhow::Result<()> {
+    let modules = unmatched::modules_of_process(pid).map_err(|e| match &e {
         InjectError::Io { error, .. } if error.kind() == std::io::ErrorKind::PermissionDenied => {
             anyhow::anyhow!("{}", crate::inject::permission(pid))
         }
         _ => anyhow::anyhow!("{e}"),
     })?;
-    let mut seen = std::collections::BTreeSet::new();
-    for mapping in maps.iter().filter(|m| m.exec && m.path.starts_with('/')) {
-        if !seen.insert(mapping.id) {
-            continue;
-        }
-        let file = mapping.path.rsplit('/').next().unwrap_or(&mapping.path);
-        if file.starts_with("ld-linux") || file == launch::RUNTIME {
-            continue;
-        }
-        let Ok(data) = std::fs::read(crate::inject::target_file(pid, &mapping.path)) else {
-            continue;
-        };
-        if fntrace_sites::may_have_sites(&data)
-            || fntrace_sites::discover(&data).is_ok_and(|b| !b.sites.is_empty())
-        {
-            return Ok(());
-        }
+    if modules.is_empty() {
+        anyhow::bail!(
+            "process {pid} ({name}) has no patchable sites (build it with gcc -pg -mfentry, \
+             -fpatchable-function-entry=5 or clang -fxray-instrument; see 'fntrace list --help')"
+        );
     }
-    anyhow::bail!(
-        "process {pid} ({name}) has no patchable sites (build it with gcc -pg -mfentry, \
-         -fpatchable-function-entry=5 or clang -fxray-instrument; see 'fntrace list --help')"
-    )
+    if let Some((option, pattern)) = unmatched::first(options, &modules) {
+        anyhow::bail!(
+            "{option} '{pattern}' matches no function of process {pid} ({name}); nothing was done to it \
+             (--force to attach anyway, for functions of libraries it has yet to load)"
+        );
+    }
+    Ok(())
 }
 
 /// Waits until the runtime in the process answers `ready`.
 fn wait_ready(socket: &Path, pid: i32) -> anyhow::Result<String> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        match control::request(socket, "ready", Duration::from_secs(120)) {
+        match control::request(socket, protocol::READY, Duration::from_secs(120)) {
             Ok(answer) => return Ok(answer),
             Err(Failure::NoSession) => {}
             Err(e) => anyhow::bail!("{e}"),

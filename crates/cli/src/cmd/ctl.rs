@@ -6,6 +6,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use fntrace_format::control as protocol;
+
 use crate::control::{self, Failure};
 
 const AFTER_HELP: &str = "\
@@ -16,7 +18,10 @@ Commands:
   tracing on|off    stop or resume tracing (sites go back to NOPs while off)
   status            sites, sites traced, tracing on or off
   detach            end the session (as Ctrl-C to fntrace attach)
-PATTERNS are separated by spaces or commas, in ftrace's syntax.
+PATTERNS are separated by spaces or commas, in ftrace's syntax. A filter
+with a pattern that matches no function the process has sites in is
+refused, and the filter in force stays; --force sets it anyway (for
+functions of libraries the process has yet to load).
 
 Examples:
   fntrace ctl 1234 filter 'parse_* lex_*'
@@ -35,6 +40,9 @@ pub struct Args {
     /// Its argument (patterns, a number, on or off).
     #[arg(value_name = "ARG", num_args = 0.., allow_hyphen_values = true)]
     arg: Vec<String>,
+    /// filter, notrace: set the filter even if a pattern matches no function.
+    #[arg(long)]
+    force: bool,
 }
 
 /// The commands.
@@ -48,28 +56,33 @@ enum Verb {
     Detach,
 }
 
-/// A request, after the edge.
-fn line(verb: Verb, arg: &[String]) -> Result<String, String> {
+/// A request, after the edge (`fntrace_format::control`).
+fn line(verb: Verb, arg: &[String], force: bool) -> Result<String, String> {
     let arg = arg.join(" ");
-    Ok(match verb {
-        Verb::Filter => format!("filter {arg}"),
-        Verb::Notrace => format!("notrace {arg}"),
+    let request = match verb {
+        Verb::Filter => format!("{} {arg}", protocol::FILTER),
+        Verb::Notrace => format!("{} {arg}", protocol::NOTRACE),
+        _ if force => return Err("--force goes with filter or notrace".into()),
         Verb::Depth => match arg.trim().parse::<u32>() {
-            Ok(n) => format!("depth {n}"),
+            Ok(n) => format!("{} {n}", protocol::DEPTH),
             Err(_) => return Err(format!("depth takes a number (0: no limit), not '{arg}'")),
         },
         Verb::Tracing => match arg.trim() {
-            "on" | "off" => format!("tracing {}", arg.trim()),
+            "on" | "off" => format!("{} {}", protocol::TRACING, arg.trim()),
             _ => return Err(format!("tracing takes on or off, not '{arg}'")),
         },
-        Verb::Status if arg.is_empty() => "status".into(),
-        Verb::Detach if arg.is_empty() => "detach".into(),
+        Verb::Status if arg.is_empty() => protocol::STATUS.into(),
+        Verb::Detach if arg.is_empty() => protocol::DETACH.into(),
         Verb::Status | Verb::Detach => return Err(format!("{verb:?} takes no argument").to_lowercase()),
+    };
+    Ok(match force {
+        true => format!("{} {request}", protocol::FORCE),
+        false => request,
     })
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let request = line(args.command, &args.arg).map_err(anyhow::Error::msg)?;
+    let request = line(args.command, &args.arg, args.force).map_err(anyhow::Error::msg)?;
     let pid = args.pid;
     if pid <= 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
         anyhow::bail!("no process with PID {pid}");
@@ -79,12 +92,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let socket = control::socket(&dir, pid);
     match control::request(&socket, &request, Duration::from_secs(60)) {
         Ok(answer) => {
-            println!("{}", if answer.is_empty() { "ok" } else { &answer });
+            println!("{}", if answer.is_empty() { protocol::OK } else { &answer });
             Ok(ExitCode::SUCCESS)
         }
         Err(Failure::NoSession) => {
             anyhow::bail!("process {pid} is not attached (fntrace attach {pid} first)")
         }
+        Err(Failure::Refused(reason)) => match protocol::parse_unmatched(&reason) {
+            Some(pattern) => anyhow::bail!(
+                "{} '{pattern}' matches no function of process {pid}; the filter in force stays \
+                 (--force to set it anyway, for functions of libraries it has yet to load)",
+                match args.command {
+                    Verb::Notrace => protocol::NOTRACE,
+                    _ => protocol::FILTER,
+                }
+            ),
+            None => anyhow::bail!("process {pid}: {reason}"),
+        },
         Err(e) => anyhow::bail!("process {pid}: {e}"),
     }
 }

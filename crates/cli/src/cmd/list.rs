@@ -106,32 +106,6 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The first of `patterns` (a `!` pattern by what it removes) that
-/// matches none of the patchable functions of `binary`, whose file name is
-/// `module`.
-pub fn unmatched<'p>(binary: &Binary, module: &str, patterns: &'p [String]) -> Option<&'p str> {
-    patterns.iter().map(String::as_str).find(|pattern| {
-        let bare = pattern.strip_prefix('!').unwrap_or(pattern);
-        let Ok(filter) = Filter::parse(&[bare]) else {
-            return false;
-        };
-        !binary
-            .sites
-            .iter()
-            .filter_map(|s| binary.function_of(s))
-            .any(|f| {
-                let demangled = f.demangled();
-                let base = demangle::demangle_without_params(&f.name);
-                filter.selects(&Names {
-                    symbol: &f.name,
-                    demangled: &demangled,
-                    base: base.as_deref(),
-                    module,
-                })
-            })
-    })
-}
-
 fn report_rejected(binary: &Binary, path: &str) {
     for r in binary.rejected.iter().take(SHOWN_REJECTED) {
         eprintln!(

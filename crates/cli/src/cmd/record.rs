@@ -19,6 +19,7 @@ use crate::forward::Forwarder;
 use crate::launch::{self, Ending, NotFound};
 use crate::options::{RecordFlags, Tracer};
 use crate::output;
+use crate::unmatched;
 
 const AFTER_HELP: &str = "\
 The command runs with the runtime library (libfntrace_runtime.so, found
@@ -28,10 +29,11 @@ signal N killed it). SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to fntrace
 are passed on to the command, and fntrace waits for it. An existing data
 directory is kept as DIR.old.
 
-The program must have patchable sites: build it with gcc -pg -mfentry,
--fpatchable-function-entry=5, or clang -fxray-instrument (see
-'fntrace list --help'); --force skips that check, for a program whose
-instrumented code is in shared libraries.
+The program, or a library it loads, must have patchable sites: build it
+with gcc -pg -mfentry, -fpatchable-function-entry=5, or clang
+-fxray-instrument (see 'fntrace list --help'); and each pattern of -F, -N,
+--graph-function and -T must match a patchable function of theirs.
+--force skips these checks, for code in libraries the program dlopens.
 
 Examples:
   fntrace record ./prog arg
@@ -232,10 +234,12 @@ fn check_arch(program: &Path, name: &str) -> anyhow::Result<()> {
     }
 }
 
-/// Fails when `program` is an ELF file without patchable sites: nothing of
-/// it could be traced; or when a function pattern of `options` matches
-/// none of its patchable functions (a typo would record nothing). Other
-/// files (scripts) are left to the kernel.
+/// Fails when `program` is an ELF file without patchable sites, in it or
+/// in the libraries it loads: nothing of it could be traced; or when a
+/// function pattern of `options` matches none of their patchable functions
+/// (a typo would record nothing). The libraries are looked at only when
+/// the program alone does not do. Other files (scripts) are left to the
+/// kernel.
 fn check_sites(program: &Path, name: &str, options: &Options) -> anyhow::Result<()> {
     let data = output::read_input(program)?;
     if !data.starts_with(b"\x7fELF") {
@@ -248,30 +252,26 @@ fn check_sites(program: &Path, name: &str, options: &Options) -> anyhow::Result<
             return Ok(());
         }
     };
-    if binary.sites.is_empty() {
+    drop(data);
+    let mut modules = Vec::new();
+    if !binary.sites.is_empty() {
+        modules.push(unmatched::Module::of_file(program, binary));
+        if unmatched::first(options, &modules).is_none() {
+            return Ok(());
+        }
+    }
+    modules.extend(unmatched::libraries_of(program));
+    if modules.is_empty() {
         anyhow::bail!(
             "{name}: no patchable sites (build it with gcc -pg -mfentry, -fpatchable-function-entry=5 \
              or clang -fxray-instrument; see 'fntrace list --help'; --force to run it anyway)"
         );
     }
-    let given = [
-        ("-F", &options.filter),
-        ("-N", &options.notrace),
-        ("--graph-function", &options.graph_functions),
-    ];
-    let triggers: Vec<String> = options
-        .triggers
-        .iter()
-        .filter_map(|t| Some(t.rsplit_once('@')?.0.to_string()))
-        .collect();
-    let module = output::file_name(program);
-    for (option, patterns) in given.into_iter().chain([("-T", &triggers)]) {
-        if let Some(pattern) = crate::cmd::list::unmatched(&binary, &module, patterns) {
-            anyhow::bail!(
-                "{option} '{pattern}' matches no function of {name} (see 'fntrace list {name}'; \
-                 --force to record anyway, for functions in its libraries)"
-            );
-        }
+    if let Some((option, pattern)) = unmatched::first(options, &modules) {
+        anyhow::bail!(
+            "{option} '{pattern}' matches no function of {name} or the libraries it loads \
+             (see 'fntrace list {name}'; --force to record anyway, for functions of libraries it dlopens)"
+        );
     }
     Ok(())
 }

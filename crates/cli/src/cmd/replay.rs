@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use fntrace_format::layout;
 use fntrace_format::read::{Process, Trace};
-use fntrace_sites::filter::Filter;
+use fntrace_sites::filter::{first_unmatched, Filter};
 
 use crate::funcgraph::{ProcessView, Style};
 use crate::losses;
@@ -136,20 +136,13 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
     Ok(())
 }
 
-/// The first of `patterns` (a `!` pattern by what it removes) that
-/// matches no function of the processes `selected`.
+/// The first of `patterns` that matches no function of the processes
+/// `selected` (`first_unmatched`).
 fn unmatched<'p>(selected: &[(&Process, Vec<u32>)], patterns: &'p [String]) -> Option<&'p str> {
-    patterns.iter().map(String::as_str).find(|pattern| {
-        let bare = pattern.strip_prefix('!').unwrap_or(pattern);
-        let Ok(filter) = Filter::parse(&[bare]) else {
-            return false;
-        };
-        !selected.iter().any(|(process, _)| {
+    first_unmatched(patterns, |filter| {
+        selected.iter().any(|(process, _)| {
             let mut names = trace::Names::of(process, false);
-            process
-                .functions
-                .iter()
-                .any(|f| names.get(f.fid).matches(&filter))
+            process.functions.iter().any(|f| names.get(f.fid).matches(filter))
         })
     })
 }

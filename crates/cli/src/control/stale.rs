@@ -55,7 +55,12 @@ fn clean_process(dir: &Path, pid: i32) {
         let _ = std::fs::remove_file(settings_file(dir, pid));
         return;
     }
-    if socket.exists() && matches!(request(&socket, "status", PATIENCE), Err(Failure::NoSession)) {
+    if socket.exists()
+        && matches!(
+            request(&socket, fntrace_format::control::STATUS, PATIENCE),
+            Err(Failure::NoSession)
+        )
+    {
         let _ = std::fs::remove_file(&socket);
     }
 }

@@ -82,3 +82,21 @@ fn selection() {
     assert!(Filter::parse(&["*:mod:prog", "!mid"]).unwrap().selects(&leaf));
     assert!(!Filter::parse(&["*:mod:prog", "!mid"]).unwrap().selects(&mid));
 }
+
+#[test]
+fn the_first_pattern_that_selects_nothing() {
+    let functions = [
+        names("leaf", "leaf", None, "prog"),
+        names("_ZN2ns1fEi", "ns::f(int)", Some("ns::f"), "libx.so.1"),
+    ];
+    let any = |f: &Filter| functions.iter().any(|n| f.selects(n));
+    assert_eq!(first_unmatched::<&str>(&[], any), None);
+    assert_eq!(first_unmatched(&["le*", "ns::f", ":mod:libx"], any), None);
+    assert_eq!(first_unmatched(&["leaf", "lefa", "nope"], any), Some("lefa"));
+    // A `!` pattern by what it removes.
+    assert_eq!(first_unmatched(&["!leaf"], any), None);
+    assert_eq!(first_unmatched(&["*", "!mid"], any), Some("!mid"));
+    // A module pattern by its module.
+    assert_eq!(first_unmatched(&["leaf:mod:libx"], any), Some("leaf:mod:libx"));
+    assert_eq!(first_unmatched(&["ns::f:mod:libx"], any), None);
+}

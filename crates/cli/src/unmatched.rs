@@ -1,0 +1,161 @@
+//! A function pattern that matches no patchable function is refused
+//! before anything runs, as a typo would otherwise record nothing (the
+//! rule itself: `fntrace_sites::filter::first_unmatched`). `record` and
+//! `live` check their patterns against the program and, when the program
+//! alone does not match them, the libraries it loads at start, found as
+//! the dynamic loader finds them (`fntrace_sites::libraries`); `attach`
+//! against the modules the process has mapped. Libraries whose headers
+//! show no sites (libc) cost a few small reads; only those that may have
+//! sites are read and discovered. `list` and `replay` check against what
+//! they show; `ctl` is checked by the runtime, which knows its functions.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use fntrace_sites::filter::{first_unmatched, Filter, Names};
+use fntrace_sites::libraries::{libraries, Search};
+use fntrace_sites::{demangle, Binary, Dynamic};
+
+use crate::cmd::record::Options;
+use crate::inject::InjectError;
+use crate::launch;
+
+/// A module with patchable sites.
+pub struct Module {
+    /// The names a `:mod:` pattern may give it: its file name, and its
+    /// soname when the file name is another (a link resolved).
+    names: Vec<String>,
+    /// Its sites and functions.
+    binary: Binary,
+}
+
+impl Module {
+    /// `binary`, the file at `path`, known to the loader as `soname`.
+    fn new(path: &Path, soname: Option<&str>, binary: Binary) -> Module {
+        let mut names = vec![crate::output::file_name(path)];
+        if let Some(soname) = soname.filter(|s| *s != names[0]) {
+            names.push(soname.to_string());
+        }
+        Module { names, binary }
+    }
+
+    /// The program at `path`, whose sites are `binary`.
+    pub fn of_file(path: &Path, binary: Binary) -> Module {
+        Module::new(path, None, binary)
+    }
+
+    /// Whether `filter` selects one of its patchable functions.
+    fn selects_any(&self, filter: &Filter) -> bool {
+        let binary = &self.binary;
+        binary
+            .sites
+            .iter()
+            .filter_map(|s| binary.function_of(s))
+            .any(|f| {
+                let demangled = f.demangled();
+                let base = demangle::demangle_without_params(&f.name);
+                self.names.iter().any(|module| {
+                    filter.selects(&Names {
+                        symbol: &f.name,
+                        demangled: &demangled,
+                        base: base.as_deref(),
+                        module,
+                    })
+                })
+            })
+    }
+}
+
+/// The function patterns of `options`, each list with the option that
+/// gave it (`-T` by the functions of its triggers).
+pub fn patterns(options: &Options) -> Vec<(&'static str, Vec<String>)> {
+    let triggers = options
+        .triggers
+        .iter()
+        .filter_map(|t| Some(t.rsplit_once('@')?.0.to_string()))
+        .collect();
+    vec![
+        ("-F", options.filter.clone()),
+        ("-N", options.notrace.clone()),
+        ("--graph-function", options.graph_functions.clone()),
+        ("-T", triggers),
+    ]
+}
+
+/// The first pattern of `options` (with its option) that matches no
+/// patchable function of `modules`.
+pub fn first(options: &Options, modules: &[Module]) -> Option<(&'static str, String)> {
+    patterns(options).into_iter().find_map(|(option, patterns)| {
+        let pattern = first_unmatched(&patterns, |f| modules.iter().any(|m| m.selects_any(f)))?;
+        Some((option, pattern.to_string()))
+    })
+}
+
+/// The libraries with patchable sites that the ELF file `program` loads
+/// when it starts, with the environment fntrace passes it.
+pub fn libraries_of(program: &Path) -> Vec<Module> {
+    let Some(dynamic) = dynamic(program) else {
+        return Vec::new();
+    };
+    let search = Search::new(
+        std::env::var_os("LD_LIBRARY_PATH").as_deref(),
+        std::env::var_os("LD_PRELOAD").as_deref(),
+    );
+    libraries(program, &dynamic, &search)
+        .into_iter()
+        .filter(|l| l.dynamic.may_have_sites)
+        .filter_map(|l| {
+            let binary = discover(&l.path)?;
+            Some(Module::new(&l.path, l.dynamic.soname.as_deref(), binary))
+        })
+        .collect()
+}
+
+/// The modules with patchable sites that process `pid` has mapped: its
+/// executable (discovered whole, as `record` does its program) and the
+/// libraries whose headers show they may have sites; not the loader nor
+/// the runtime.
+pub fn modules_of_process(pid: i32) -> Result<Vec<Module>, InjectError> {
+    let maps = crate::inject::maps(pid)?;
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let mut seen = BTreeSet::new();
+    let mut modules = Vec::new();
+    for mapping in maps.iter().filter(|m| m.exec && m.path.starts_with('/')) {
+        if !seen.insert(mapping.id) {
+            continue;
+        }
+        let file = mapping.path.rsplit('/').next().unwrap_or(&mapping.path);
+        if file.starts_with("ld-linux") || file == launch::RUNTIME {
+            continue;
+        }
+        let path = crate::inject::target_file(pid, &mapping.path);
+        let Some(dynamic) = dynamic(&path) else {
+            continue;
+        };
+        let is_exe = exe.as_deref() == Some(Path::new(&mapping.path));
+        if !(is_exe || dynamic.may_have_sites) {
+            continue;
+        }
+        if let Some(binary) = discover(&path) {
+            modules.push(Module::new(
+                Path::new(&mapping.path),
+                dynamic.soname.as_deref(),
+                binary,
+            ));
+        }
+    }
+    Ok(modules)
+}
+
+/// How the ELF file at `path` is linked.
+fn dynamic(path: &Path) -> Option<Dynamic> {
+    Dynamic::read(&std::fs::File::open(path).ok()?).ok()
+}
+
+/// The sites of the file at `path`, if it has any.
+fn discover(path: &Path) -> Option<Binary> {
+    let data = crate::output::read_input(path).ok()?;
+    fntrace_sites::discover_file(path, &data)
+        .ok()
+        .filter(|b| !b.sites.is_empty())
+}
