@@ -703,6 +703,46 @@ fn filters_time_filter() {
     filters_test("time", &["-t", "10ms"], &[], "filters.time.expected");
 }
 
+/// `--tracer profile` gives nanoseconds however short the run (the writer
+/// refreshes the clock's calibration only every second; the table is
+/// written with a calibration of its own): `nap()` sleeps 30 ms, and
+/// `main`, which calls it, lies within the span the process recorded
+/// (`process.json`'s clock points, in ns). Read as nanoseconds, ticks of a
+/// TSC faster than 1 GHz would not.
+#[test]
+fn profile_times_are_nanoseconds() {
+    for style in [Style::Fentry, Style::Patchable, Style::Xray] {
+        let Some(exe) = prepare(&FILTERS, style) else {
+            continue;
+        };
+        let what = format!("profile [{}]", style.name());
+        let work = Work::new(&format!("e2e-profile-{}", style.name()));
+        let plain = untraced(&work, &exe, &[], 0);
+        let data = record(&work, &exe, &["--tracer", "profile"], &[], &plain);
+        let (json, _) = fntrace_ok(&work.dir, &["report", "--json", &data]);
+        let rows: serde_json::Value = serde_json::from_str(&json).expect("report --json");
+        let row = |name: &str| -> (u64, u64) {
+            let r = rows
+                .as_array()
+                .and_then(|rows| rows.iter().find(|r| r["name"] == name))
+                .unwrap_or_else(|| panic!("{what}: no {name} in {json}"));
+            (r["calls"].as_u64().unwrap(), r["total_ns"].as_u64().unwrap())
+        };
+        let process = std::fs::read_dir(&data)
+            .unwrap()
+            .map(|e| e.unwrap().path().join("process.json"))
+            .find(|p| p.exists())
+            .expect("process.json");
+        let info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(process).unwrap()).unwrap();
+        let span = info["clock"]["mono1_ns"].as_u64().unwrap() - info["clock"]["mono0_ns"].as_u64().unwrap();
+        let (nap_calls, nap) = row("nap");
+        let (_, main) = row("main");
+        assert_eq!(nap_calls, 1, "{what}");
+        assert!(nap >= 30_000_000, "{what}: nap {nap} ns");
+        assert!(nap <= main && main <= span, "{what}: nap {nap} ns, main {main} ns, recorded {span} ns");
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Errors with the real runtime
 // ---------------------------------------------------------------------------

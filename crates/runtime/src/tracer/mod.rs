@@ -497,6 +497,9 @@ extern "C" fn finish() {
 fn write_profile() {
     let mut guard = session::lock();
     let Some(s) = guard.as_mut() else { return };
+    // The calibration up to now: the writer refreshes it only every second,
+    // and a shorter run would have none yet (ticks read as nanoseconds).
+    s.take_clock_point();
     let rate = s.ticks_per_ns();
     let ns = |t: u64| (t as f64 / rate) as u64;
     let mut text = String::from(fntrace_format::meta::ProfileRow::HEADER);

@@ -170,11 +170,17 @@ impl Session {
         let _ = self.write_info();
     }
 
-    /// Refreshes the clock's second point, the lost count and the end mark.
-    pub fn refresh(&mut self, ended: bool) {
+    /// Takes the clock's second point now (the calibration `ticks_per_ns`
+    /// reads).
+    pub fn take_clock_point(&mut self) {
         let (tick, mono) = clock::point();
         self.info.clock.tick1 = tick;
         self.info.clock.mono1_ns = mono;
+    }
+
+    /// Refreshes the clock's second point, the lost count and the end mark.
+    pub fn refresh(&mut self, ended: bool) {
+        self.take_clock_point();
         let relaxed = std::sync::atomic::Ordering::Relaxed;
         self.info.lost = super::thread::all().map(|t| t.lost_total.load(relaxed)).sum();
         self.info.untraced = super::thread::all().map(|t| t.untraced.load(relaxed)).sum();
