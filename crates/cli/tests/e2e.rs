@@ -733,13 +733,17 @@ fn profile_times_are_nanoseconds() {
             .map(|e| e.unwrap().path().join("process.json"))
             .find(|p| p.exists())
             .expect("process.json");
-        let info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(process).unwrap()).unwrap();
+        let info: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(process).unwrap()).unwrap();
         let span = info["clock"]["mono1_ns"].as_u64().unwrap() - info["clock"]["mono0_ns"].as_u64().unwrap();
         let (nap_calls, nap) = row("nap");
         let (_, main) = row("main");
         assert_eq!(nap_calls, 1, "{what}");
         assert!(nap >= 30_000_000, "{what}: nap {nap} ns");
-        assert!(nap <= main && main <= span, "{what}: nap {nap} ns, main {main} ns, recorded {span} ns");
+        assert!(
+            nap <= main && main <= span,
+            "{what}: nap {nap} ns, main {main} ns, recorded {span} ns"
+        );
     }
 }
 
