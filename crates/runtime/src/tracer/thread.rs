@@ -508,13 +508,12 @@ impl Thread {
             return;
         }
         if self.chunk == usize::MAX || self.wptr() > self.wend {
-            let waits = WAITS.load(Ordering::Relaxed);
-            if !self.switch() {
+            let Some(waited) = self.switch() else {
                 self.dropped += 1;
                 self.lost_total.fetch_add(1, Ordering::Relaxed);
                 return;
-            }
-            if WAITS.load(Ordering::Relaxed) != waits && matches!(kind, Kind::Entry | Kind::EntryCaller) {
+            };
+            if waited && matches!(kind, Kind::Entry | Kind::EntryCaller) {
                 // The thread waited for the writer before the function
                 // began: its entry is now, not the wait in its time.
                 now = super::clock::now();
@@ -548,8 +547,10 @@ impl Thread {
     }
 
     /// Closes the current chunk and takes the next one, if it is free
-    /// (the flight recorder takes it even if full: it keeps the newest).
-    pub fn switch(&mut self) -> bool {
+    /// (the flight recorder takes it even if full: it keeps the newest),
+    /// waiting for the writer to free it unless `--lossy`. `Some(waited)`
+    /// when a chunk was taken; `None` when the events must be dropped.
+    pub fn switch(&mut self) -> Option<bool> {
         if self.chunk != usize::MAX {
             let used = self.used();
             let c = &self.chunks[self.chunk];
@@ -568,6 +569,7 @@ impl Thread {
             .state
             .compare_exchange(FREE, FILLING, Ordering::Acquire, Ordering::Relaxed)
             .is_ok();
+        let mut waited = false;
         if !took {
             if self.flight {
                 // The flight recorder overwrites the oldest chunk, zeroed
@@ -576,11 +578,13 @@ impl Thread {
                     .compare_exchange(FULL, FILLING, Ordering::Acquire, Ordering::Relaxed)
                     .is_err()
                 {
-                    return false;
+                    return None;
                 }
                 super::writer::clear(c, (self.cap * 8) as u32);
             } else if LOSSY.load(Ordering::Relaxed) || !wait_free(c) {
-                return false;
+                return None;
+            } else {
+                waited = true;
             }
         }
         c.seq.store(self.seq, Ordering::Relaxed);
@@ -599,7 +603,7 @@ impl Thread {
         self.chunk = next;
         self.wend = c.data as usize + (self.cap - 4) * 8;
         self.set_cursor(c.data as usize, self.depth());
-        true
+        Some(waited)
     }
 
     /// Ends the thread's recording: its last chunk is handed to the writer.
@@ -662,7 +666,6 @@ fn wait_free(c: &Chunk) -> bool {
                 if FINISHED.load(Ordering::Relaxed) || !super::writer::can_wait() {
                     return false;
                 }
-                WAITS.fetch_add(1, Ordering::Relaxed);
                 super::writer::WAITERS.fetch_add(1, Ordering::AcqRel);
                 sys::futex_wait(&c.state, state, 50);
                 super::writer::WAITERS.fetch_sub(1, Ordering::AcqRel);
@@ -671,9 +674,6 @@ fn wait_free(c: &Chunk) -> bool {
     }
     false
 }
-
-/// Times a thread waited for the writer (all threads).
-pub static WAITS: AtomicU64 = AtomicU64::new(0);
 
 /// Makes this thread's state and registers it.
 fn create() -> Option<*mut Thread> {
