@@ -109,9 +109,55 @@ fn check_storm(what: &str, traced: &Output, dir: &Path, iterations: u64) {
     assert!(handled > 0, "{what}: no signal arrived");
 }
 
+/// The profile tracer's table after a storm: every call of the recursion
+/// counted, and every handler call (counted, or not traced when the signal
+/// interrupted the tracer's generic path); the recursion's total time is
+/// its outermost calls' (inside the run), its self times add up.
+fn check_profile_storm(what: &str, traced: &Output, dir: &Path, iterations: u64) {
+    let handled = number_after(&text(&traced.stderr), "handled ");
+    let trace = fntrace_format::open(dir).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(trace.damage.is_empty(), "{what}: {:?}", trace.damage);
+    let mut rows = std::collections::HashMap::new();
+    let mut untraced = 0;
+    for p in &trace.processes {
+        untraced += p.info.untraced;
+        for row in p.profile.as_deref().unwrap_or_default() {
+            assert!(
+                row.min_ns <= row.max_ns && row.self_ns <= row.total_ns,
+                "{what}: {row:?}"
+            );
+            rows.insert(p.functions.name(row.fid), *row);
+        }
+    }
+    let calls = |f: &str| rows.get(f).map_or(0, |r| r.calls);
+    assert_eq!(calls("rec"), iterations * 101, "{what}: rec");
+    assert_eq!(calls("hleaf"), calls("on_signal"), "{what}: handler and leaf");
+    assert_eq!(
+        calls("on_signal") + untraced / 2,
+        handled,
+        "{what}: handler calls, {untraced} not traced"
+    );
+    assert!(handled > 0, "{what}: no signal arrived");
+    // rec's total: its outermost calls, all inside main's; the self times
+    // add up to the time of the threads' outermost calls (each row rounded
+    // down to ns).
+    assert!(rows["rec"].total_ns <= rows["main"].total_ns, "{what}: {rows:?}");
+    let roots: u64 = ["main", "killer"]
+        .iter()
+        .filter_map(|f| rows.get(*f))
+        .map(|r| r.total_ns)
+        .sum();
+    let selfs: u64 = rows.values().map(|r| r.self_ns).sum();
+    assert!(
+        selfs.abs_diff(roots) <= rows.len() as u64 + 2,
+        "{what}: self times {selfs} ns, outermost calls {roots} ns: {rows:?}"
+    );
+}
+
 /// A signal storm whose handler calls traced code: an interval timer every
 /// 100 us, and another thread sending signals as fast as it can; in XRay
-/// builds too (the exit sleds' fast path), and with the `function` tracer.
+/// builds too (the exit sleds' fast path), with the `function` tracer and
+/// with the `profile` tracer.
 #[test]
 fn signal_handlers_calling_traced_code() {
     let work = Work::new("hostile-signals");
@@ -139,6 +185,16 @@ fn signal_handlers_calling_traced_code() {
         );
         same_behaviour(&what, &traced, &alone);
         check_storm(&what, &traced, &dir, 20_000);
+        // Longer with the killer thread: on a busy machine it may not run
+        // at all during a short recursion.
+        for (mode, iterations) in [("timer", 20_000), ("kill", 100_000)] {
+            let args = [mode, &iterations.to_string()];
+            let alone = untraced(&exe, &args);
+            let what = format!("{} profile {mode}", style.name());
+            let (traced, dir) = record(&work, "profile", &["--tracer", "profile"], &exe, &args);
+            same_behaviour(&what, &traced, &alone);
+            check_profile_storm(&what, &traced, &dir, iterations);
+        }
         // About a second of storm, into the flight recorder.
         let long = ["timer", "300000"];
         let alone = untraced(&exe, &long);

@@ -1298,41 +1298,113 @@ fn function_tracer_entries_name_their_callers() {
 }
 
 /// `FNTRACE_TRACER=profile`: `profile.tsv` counts every call of every
-/// function, over all threads.
+/// function, over all threads, in every style (each has its own fast
+/// paths: entry, mcount, XRay sleds, return trampoline), through tail
+/// calls, longjmp and exceptions; and its times add up: a recursive
+/// function's total counts only its outermost calls, and the self times
+/// of all functions add up to the time of the outermost one (`main`).
 #[test]
 fn profile_counts_every_call() {
-    for (name, args) in [("threads", &[][..]), ("recursion", &["12"][..])] {
+    let mut failures = Vec::new();
+    for (name, args) in [
+        ("threads", &[][..]),
+        ("recursion", &["12"][..]),
+        ("tailcall", &[][..]),
+        ("longjmp", &[][..]),
+        ("callbacks", &[][..]),
+        ("exceptions", &[][..]),
+    ] {
         let p = program(name);
-        let args_s: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let truth = truth_run(p, &args_s);
-        let traced = option_run(name, args, &[("FNTRACE_TRACER", "profile")]);
-        let keep = compared_names(&truth.names, &traced.names);
-        let want: BTreeMap<String, u64> = call_counts(truth.images.iter().flat_map(|i| &i.threads))
-            .into_iter()
-            .filter(|(n, _)| keep.contains(n))
-            .collect();
-        assert_eq!(traced.trace.processes.len(), 1);
-        let proc = &traced.trace.processes[0];
-        let names = fid_names(proc);
-        let rows = proc.profile.as_ref().expect("profile.tsv");
-        let mut got = BTreeMap::new();
-        for row in rows {
-            let n = &names[&row.fid];
-            if keep.contains(n) {
-                *got.entry(n.clone()).or_insert(0) += row.calls;
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let truth = truth_run(p, &args);
+        for style in STYLES {
+            let Some(Ok(built)) = builds().styles.get(style.name).and_then(|m| m.get(name)) else {
+                eprintln!("profile {name}: style {} skipped", style.name);
+                continue;
+            };
+            let what = format!("[{}] {name}", style.name);
+            let plain = plain_run(built, style, &args);
+            let mut traced = traced_run(built, style, &args, &[("FNTRACE_TRACER", "profile")]);
+            let mut problems = Vec::new();
+            check_output(&what, &plain, &traced.output, &mut problems);
+            problems.extend(profile_problems(&truth, &traced, name));
+            if !problems.is_empty() {
+                traced.dir.keep();
+                failures.push(format!(
+                    "{what} (data in {}):\n{}",
+                    traced.dir.display(),
+                    problems.join("\n")
+                ));
             }
-            assert!(row.min_ns <= row.max_ns && row.self_ns <= row.total_ns, "{row:?}");
-        }
-        assert!(want.len() >= 3, "{want:?}");
-        assert_eq!(got, want, "{name}: calls per function");
-        if name == "recursion" {
-            assert_eq!(got["fib"], fib_calls(12));
-        }
-        // No events in profile mode.
-        for &tid in &proc.tids {
-            assert_eq!(proc.events(tid).count(), 0, "{name}: events in profile mode");
         }
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// What is wrong with a profile run of program `name` against its truth.
+fn profile_problems(truth: &TruthRun, traced: &TracedRun, name: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let keep = compared_names(&truth.names, &traced.names);
+    let want: BTreeMap<String, u64> = call_counts(truth.images.iter().flat_map(|i| &i.threads))
+        .into_iter()
+        .filter(|(n, _)| keep.contains(n))
+        .collect();
+    if want.len() < 3 {
+        problems.push(format!("too few functions to compare: {want:?}"));
+    }
+    if traced.trace.processes.len() != 1 {
+        problems.push(format!("{} processes", traced.trace.processes.len()));
+        return problems;
+    }
+    let proc = &traced.trace.processes[0];
+    let names = fid_names(proc);
+    let Some(rows) = proc.profile.as_ref() else {
+        problems.push("no profile.tsv".into());
+        return problems;
+    };
+    let mut got = BTreeMap::new();
+    let mut by_name = BTreeMap::new();
+    for row in rows {
+        let n = &names[&row.fid];
+        by_name.insert(n.clone(), row);
+        if keep.contains(n) {
+            *got.entry(n.clone()).or_insert(0) += row.calls;
+        }
+        if row.min_ns > row.max_ns || row.self_ns > row.total_ns {
+            problems.push(format!("{n}: {row:?}"));
+        }
+    }
+    if got != want {
+        problems.push(format!("calls per function:\n  want {want:?}\n  got  {got:?}"));
+    }
+    if name == "recursion" {
+        if got.get("fib") != Some(&fib_calls(12)) {
+            problems.push(format!("fib: {:?} calls", got.get("fib")));
+        }
+        // One thread whose outermost call is main: the self times add up
+        // to main's total (to the rounding of each row to ns), and fib's
+        // total, its outermost calls, is inside main's.
+        let main = by_name["main"].total_ns;
+        let selfs: u64 = rows.iter().map(|r| r.self_ns).sum();
+        if selfs.abs_diff(main) > rows.len() as u64 {
+            problems.push(format!(
+                "self times add up to {selfs} ns, main's total is {main} ns"
+            ));
+        }
+        if by_name["fib"].total_ns > main {
+            problems.push(format!(
+                "fib's total {} ns > main's {main} ns",
+                by_name["fib"].total_ns
+            ));
+        }
+    }
+    // No events in profile mode.
+    for &tid in &proc.tids {
+        if proc.events(tid).count() != 0 {
+            problems.push("events in profile mode".into());
+        }
+    }
+    problems
 }
 
 /// The calls `fib(n)` makes, itself included.

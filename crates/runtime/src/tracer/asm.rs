@@ -18,6 +18,8 @@ use super::graph;
 use super::thread::{off, SHADOW};
 // The assembly takes the write pointer from the cursor's low 32 bits.
 const _: () = assert!(super::thread::DEPTH_SHIFT == 32);
+// The profiler's entries test the count's limit with the sign of its 32 bits.
+const _: () = assert!(super::thread::PROFILE_COMMITS == 1 << 31);
 
 /// The largest delta from the base an event holds.
 static MAX_DELTA: u64 = fntrace_format::event::MAX_DELTA_FROM_BASE;
@@ -25,6 +27,8 @@ static MAX_DELTA: u64 = fntrace_format::event::MAX_DELTA_FROM_BASE;
 static STEP_PUSH: u64 = super::thread::STEP_PUSH;
 static STEP_POP: u64 = super::thread::STEP_POP;
 static STEP_PAYLOAD: u64 = super::thread::STEP_PAYLOAD;
+static STEP_FRAME_PUSH: u64 = super::thread::STEP_FRAME_PUSH;
+static STEP_FRAME_POP: u64 = super::thread::STEP_FRAME_POP;
 // The fast paths derive the ENTRY and EXIT words from the function id and
 // the delta from the base (plus one).
 const _: () = assert!(
@@ -48,6 +52,24 @@ pub fn fast_graph(role: Role, shape: Shape, open: bool) -> Option<usize> {
         (Role::Mcount, _, false) => fntrace_fast_entry_mcount,
         (Role::Entry, _, true) => fntrace_fast_open,
         (Role::Exit, Shape::ReturnSled, true) => fntrace_fast_exit,
+        _ => return None,
+    };
+    Some(f as usize)
+}
+
+/// The profiler's return trampoline (the address its hijacked slots get).
+pub fn profile_trampoline() -> usize {
+    fntrace_profile_return as *const () as usize
+}
+
+/// The fast routine of `profile` for a site of `role` and `shape`, as
+/// [`fast_graph`]'s.
+pub fn fast_profile(role: Role, shape: Shape, open: bool) -> Option<usize> {
+    let f: unsafe extern "C" fn() = match (role, shape, open) {
+        (Role::Entry, _, false) => fntrace_prof_entry,
+        (Role::Mcount, _, false) => fntrace_prof_entry_mcount,
+        (Role::Entry, _, true) => fntrace_prof_open,
+        (Role::Exit, Shape::ReturnSled, true) => fntrace_prof_exit,
         _ => return None,
     };
     Some(f as usize)
@@ -116,6 +138,11 @@ extern "C" {
     fn fntrace_fast_exit();
     fn fntrace_fast_caller();
     fn fntrace_fast_caller_mcount();
+    fn fntrace_profile_return();
+    fn fntrace_prof_entry();
+    fn fntrace_prof_entry_mcount();
+    fn fntrace_prof_open();
+    fn fntrace_prof_exit();
 }
 
 global_asm!(
@@ -467,6 +494,230 @@ fntrace_return_slow:
     jmp r11
     .size fntrace_return_slow, . - fntrace_return_slow
 
+    // The profiler's fast paths (`profile.rs`): the same frames, slots,
+    // cursor protocol and fallbacks as function_graph's, no event; the
+    // call's numbers go to the thread's cell of the function (one cache
+    // line, found at the entry by shifting the function id, and kept in
+    // the frame) as its frame is popped.
+
+    // rcx = this thread's state, \cur = its cursor; to `fail` unless the
+    // profiler's fast paths may run (`fend` is FEND_PROFILE then).
+    .macro FNTRACE_PROF_CURSOR fail, cur
+    mov rcx, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]
+    mov rcx, qword ptr fs:[rcx]
+    test rcx, rcx
+    jz \fail
+    cmp qword ptr [rcx + {fend}], {fend_profile}
+    jne \fail
+    mov \cur, [rcx + {cursor}]
+    .endm
+
+    // \cell = the thread's cell of function \fid (32 bits); to `fail` if
+    // the table does not reach it yet (the generic path grows it).
+    .macro FNTRACE_PROF_CELL fail, cell, cell32, fid
+    mov \cell32, \fid
+    cmp \cell, [rcx + {profile_len}]
+    jae \fail
+    shl \cell, {cell_shift}
+    add \cell, [rcx + {profile}]
+    .endm
+
+    // The end of a call whose frame (the top one) is at rsi - 64, the
+    // cursor read in r9: rdi = its cell, rdx = its duration (0 if the
+    // counter went back: another core's), and the function's total = the
+    // total when it began + the duration, written before the pop
+    // (`profile.rs`, "Signals"); then the frame popped, or back to `1:`.
+    // Clobbers rax.
+    .macro FNTRACE_PROF_POP
+    mov rdi, [rsi - 64 + {f_cell}]
+    rdtsc
+    shl rdx, 32
+    or rdx, rax
+    sub rdx, [rsi - 64 + {f_start}]
+    jae 2f
+    xor edx, edx
+2:
+    mov rax, [rsi - 64 + {f_total0}]
+    add rax, rdx
+    mov [rdi + {c_total}], rax
+    mov rax, r9
+    add r9, [rip + {step_frame_pop}]
+    cmpxchg [rcx + {cursor}], r9
+    jne 1b
+    .endm
+
+    // The popped call's other numbers into its cell, and its duration
+    // into its caller's cell as callees' time (the caller's frame is at
+    // rsi - 128: the sentinel, whose cell is the sink, if none), each with
+    // one instruction (min and max with a compare-exchange loop, no lock
+    // prefix) so that a signal handler tracing the same function in
+    // between keeps the cells consistent. rdx = duration, rdi = the cell.
+    // Clobbers rax and rdx. Labels 3-6 only.
+    .macro FNTRACE_PROF_ACCOUNT
+    inc qword ptr [rdi + {c_calls}]
+    add [rdi + {c_time}], rdx
+    mov rax, [rsi - 128 + {f_cell}]
+    add [rax + {c_children}], rdx
+    cmp rdx, [rdi + {c_max}]
+    jbe 4f
+    mov rax, [rdi + {c_max}]
+3:
+    cmp rdx, rax
+    jbe 4f
+    cmpxchg [rdi + {c_max}], rdx
+    jne 3b
+4:
+    not rdx
+    cmp rdx, [rdi + {c_not_min}]
+    jbe 6f
+    mov rax, [rdi + {c_not_min}]
+5:
+    cmp rdx, rax
+    jbe 6f
+    cmpxchg [rdi + {c_not_min}], rdx
+    jne 5b
+6:
+    .endm
+
+    // The profiler's entries: the frame pushed with its start tick, its
+    // cell and the function's total so far (the cell's), the return
+    // hijacked into fntrace_profile_return unless \hijack is 0.
+    .macro FNTRACE_PROF_ENTRY name, slot, fallback, hijack
+    .text
+    .p2align 4
+    .globl \name
+    .hidden \name
+    .type \name, @function
+\name:
+    push rax
+    push rdx
+    push rcx
+    push rsi
+    push rdi
+    push r8
+    .if \hijack
+    mov r8, \slot
+    .endif
+1:
+    FNTRACE_PROF_CURSOR 8f, rdi
+    // The commit count (the write pointer's bits) below PROFILE_COMMITS.
+    test edi, edi
+    js 8f
+    FNTRACE_DEPTH rsi, rdi
+    cmp rsi, {shadow_bytes}
+    jae 8f
+    FNTRACE_PROF_CELL 8f, rax, eax, r11d
+    FNTRACE_FRAME rsi
+    lea rdx, \slot
+    cmp [rsi - 64], rdx
+    jbe 8f
+    mov [rsi], rdx
+    mov [rsi + {f_cell}], rax
+    mov rax, [rax + {c_total}]
+    mov [rsi + {f_total0}], rax
+    mov [rsi + 32], r11
+    .if \hijack
+    mov [rsi + 8], r8
+    lea rax, [rip + fntrace_profile_return]
+    mov \slot, rax
+    .endif
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    mov [rsi + {f_start}], rax
+    mov rax, rdi
+    add rdi, [rip + {step_frame_push}]
+    cmpxchg [rcx + {cursor}], rdi
+    jne 1b
+    pop r8
+    pop rdi
+    pop rsi
+    pop rcx
+    pop rdx
+    pop rax
+    ret
+8:
+    .if \hijack
+    mov \slot, r8
+    .endif
+    pop r8
+    pop rdi
+    pop rsi
+    pop rcx
+    pop rdx
+    pop rax
+    mov r11, [rip + {fallback_ops}]
+    jmp qword ptr [rip + \fallback]
+    .size \name, . - \name
+    .endm
+
+    FNTRACE_PROF_ENTRY fntrace_prof_entry, "[rsp + 56]", {fallback_entry}, 1
+    FNTRACE_PROF_ENTRY fntrace_prof_entry_mcount, "[rbp + 8]", {fallback_mcount}, 1
+    FNTRACE_PROF_ENTRY fntrace_prof_open, "[rsp + 56]", {fallback_entry}, 0
+
+    // The profiler's exit at an XRay return sled (`call slot; ret`), as
+    // fntrace_fast_exit: r11 is the function's frame word, [rsp + 8] its
+    // return slot; rax and rdx hold the return value (kept in r8 and r10).
+    .text
+    .p2align 4
+    .globl fntrace_prof_exit
+    .hidden fntrace_prof_exit
+    .type fntrace_prof_exit, @function
+fntrace_prof_exit:
+    mov r8, rax
+    mov r10, rdx
+1:
+    FNTRACE_PROF_CURSOR 8f, r9
+    FNTRACE_DEPTH rsi, r9
+    FNTRACE_FRAME rsi
+    lea rdx, [rsp + 8]
+    cmp [rsi - 64], rdx
+    jne 8f
+    cmp [rsi - 32], r11
+    jne 8f
+    FNTRACE_PROF_POP
+    FNTRACE_PROF_ACCOUNT
+    mov rax, r8
+    mov rdx, r10
+    ret
+8:
+    mov rax, r8
+    mov rdx, r10
+    mov r11, [rip + {fallback_ops}]
+    jmp qword ptr [rip + {fallback_exit}]
+    .size fntrace_prof_exit, . - fntrace_prof_exit
+
+    // The profiler's return trampoline, as fntrace_return_to_handler: rax
+    // kept in r8, rdx pushed where the function's return address was (the
+    // top frame's slot is then rsp); the real return address in r10. A
+    // tail call's frame holds this trampoline as its return address: the
+    // jump to it ends the caller's frame, at the same slot, next.
+    .text
+    .p2align 4
+    .globl fntrace_profile_return
+    .hidden fntrace_profile_return
+    .type fntrace_profile_return, @function
+    nop
+fntrace_profile_return:
+    push rdx
+    mov r8, rax
+1:
+    FNTRACE_PROF_CURSOR 8f, r9
+    FNTRACE_DEPTH rsi, r9
+    FNTRACE_FRAME rsi
+    cmp [rsi - 64], rsp
+    jne 8f
+    mov r10, [rsi - 56]
+    FNTRACE_PROF_POP
+    FNTRACE_PROF_ACCOUNT
+    mov rax, r8
+    pop rdx
+    jmp r10
+8:
+    mov rax, r8
+    pop rdx
+    jmp fntrace_return_slow
+    .size fntrace_profile_return, . - fntrace_profile_return
 "#,
     avx = sym crate::routines::AVX,
     xinuse = sym crate::routines::XINUSE,
@@ -486,4 +737,19 @@ fntrace_return_slow:
     fallback_mcount = sym FALLBACK_MCOUNT,
     fallback_exit = sym FALLBACK_EXIT,
     ret = sym graph::graph_return,
+    fend_profile = const super::thread::FEND_PROFILE,
+    profile = const off::PROFILE,
+    profile_len = const off::PROFILE_LEN,
+    cell_shift = const super::profile::CELL_SHIFT,
+    c_calls = const super::profile::off::CALLS,
+    f_start = const std::mem::offset_of!(super::thread::Frame, start),
+    f_total0 = const std::mem::offset_of!(super::thread::Frame, total0),
+    f_cell = const std::mem::offset_of!(super::thread::Frame, cell),
+    c_total = const super::profile::off::TOTAL,
+    c_time = const super::profile::off::TIME,
+    c_children = const super::profile::off::CHILDREN,
+    c_not_min = const super::profile::off::NOT_MIN,
+    c_max = const super::profile::off::MAX,
+    step_frame_push = sym STEP_FRAME_PUSH,
+    step_frame_pop = sym STEP_FRAME_POP,
 );

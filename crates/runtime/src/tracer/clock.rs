@@ -29,6 +29,11 @@ fn tsc_invariant() -> bool {
     has("constant_tsc") && has("nonstop_tsc")
 }
 
+/// Whether ticks are the TSC's.
+pub fn is_tsc() -> bool {
+    TSC.load(Ordering::Relaxed)
+}
+
 /// `"tsc"` or `"monotonic"`.
 pub fn source() -> &'static str {
     if TSC.load(Ordering::Relaxed) {

@@ -33,9 +33,19 @@ use crate::ops::RawOps;
 use crate::routines::Regs;
 use crate::sys;
 
-/// The return trampoline's address.
+/// The address of the return trampoline that hijacked slots get: the
+/// profiler's for `profile`, else function_graph's.
 fn handler() -> usize {
-    super::asm::return_trampoline()
+    match config().kind {
+        Tracer::Profile => super::asm::profile_trampoline(),
+        _ => super::asm::return_trampoline(),
+    }
+}
+
+/// Whether `a` is a return trampoline (a slot or a frame's return address
+/// may hold either: both end in `graph_return`, whichever tracer made it).
+fn is_handler(a: usize) -> bool {
+    a == super::asm::return_trampoline() || a == super::asm::profile_trampoline()
 }
 
 /// Entry callback of `function_graph` and `profile`.
@@ -170,12 +180,11 @@ fn drop_stale(t: &mut Thread, slot: usize, now: u64, entry: bool) {
 
 #[cold]
 fn drop_gone(t: &mut Thread, slot: usize, now: u64, entry: bool) {
-    let handler = handler();
     let mut alt: Option<Option<(usize, usize, bool)>> = None;
     while let Some(top) = t.top() {
         let gone = top.slot < slot
             // SAFETY: a slot at or above a live call's slot is live stack.
-            || (entry && top.slot == slot && unsafe { *(slot as *const usize) } != handler);
+            || (entry && top.slot == slot && !is_handler(unsafe { *(slot as *const usize) }));
         if !gone || top.slot == 0 {
             break;
         }
@@ -204,8 +213,7 @@ fn drop_gone(t: &mut Thread, slot: usize, now: u64, entry: bool) {
 /// trampoline's address as where to resume) still returns through the
 /// trampoline, which then finds it there.
 fn release(t: &mut Thread, f: &Frame, current: usize) {
-    let handler = handler();
-    if f.flags & F_HIJACKED == 0 || f.flags & F_RESTORED != 0 || f.slot == 0 || f.orig == handler {
+    if f.flags & F_HIJACKED == 0 || f.flags & F_RESTORED != 0 || f.slot == 0 || is_handler(f.orig) {
         return;
     }
     let ours = sys::stack_pointer().saturating_sub(256)..current;
@@ -217,7 +225,7 @@ fn release(t: &mut Thread, f: &Frame, current: usize) {
     // thread; outside our own frames, it is written only where it still
     // holds the trampoline's address, which only a hijacked return slot
     // (live, or dead stack nothing else uses) holds.
-    let held = unsafe { p.read_volatile() == handler };
+    let held = is_handler(unsafe { p.read_volatile() });
     if held {
         // SAFETY: as above.
         unsafe { p.write_volatile(f.orig) };
@@ -249,11 +257,17 @@ unsafe fn enter_frame(t: &mut Thread, fid: u32, slot: usize, now: u64) {
         slot,
         orig: 0,
         start: now,
-        children: 0,
+        total0: 0,
         fid,
         flags: 0,
         saved_max: t.max_depth,
-        pad: [0; 5],
+        // The profiler's fast exits write to a frame's cell: never 0 there.
+        cell: if cfg.kind == Tracer::Profile {
+            profile::sink()
+        } else {
+            0
+        },
+        pad: 0,
     };
     let hijack = flags & HAS_EXIT == 0 && slot != 0;
     if hijack {
@@ -314,10 +328,7 @@ fn close(t: &mut Thread, f: Frame, kind: Kind, now: u64) {
     let dur = now.saturating_sub(f.start);
     match cfg.kind {
         Tracer::Profile => {
-            profile::exit(t, f.fid, dur, f.children);
-            if let Some(d) = t.depth().checked_sub(1) {
-                t.frame(d).children += dur;
-            }
+            profile::exit(t, &f, dur);
         }
         _ if cfg.time_filter > 0 => {
             if dur >= cfg.time_filter {
@@ -339,7 +350,6 @@ pub extern "C" fn graph_return(slot: usize) -> usize {
     if t.top_slot().is_some_and(|top| top != slot) {
         end_other_stacks(t, slot, now);
     }
-    let handler = handler();
     let mut ret = 0;
     while let Some(top) = t.top() {
         if top.slot != slot {
@@ -347,7 +357,7 @@ pub extern "C" fn graph_return(slot: usize) -> usize {
         }
         t.pop_frame();
         close(t, top, Kind::Exit, now);
-        if top.flags & F_HIJACKED != 0 && top.orig != handler {
+        if top.flags & F_HIJACKED != 0 && !is_handler(top.orig) {
             ret = top.orig;
             break;
         }
@@ -394,7 +404,6 @@ pub extern "C" fn restore_all(sp: usize, forced: bool) {
     };
     let now = clock::now();
     drop_stale(t, sp, now, false);
-    let handler = handler();
     for i in 0..t.depth() {
         let f = t.frame(i);
         if f.flags & F_HIJACKED != 0 && f.flags & F_RESTORED == 0 {
@@ -402,7 +411,7 @@ pub extern "C" fn restore_all(sp: usize, forced: bool) {
             // SAFETY: frames at or above `sp` are live; the slot is written
             // only where it still holds the trampoline's address.
             unsafe {
-                if f.orig != handler && *p == handler {
+                if !is_handler(f.orig) && is_handler(*p) {
                     *p = f.orig;
                 }
             }
@@ -428,10 +437,9 @@ pub fn restore_for_walk() {
     let Some((t, was)) = thread::for_return() else {
         return;
     };
-    let handler = handler();
     for i in 0..t.depth() {
         let f = t.frame(i);
-        if f.flags & F_HIJACKED == 0 || f.flags & F_RESTORED != 0 || f.orig == handler {
+        if f.flags & F_HIJACKED == 0 || f.flags & F_RESTORED != 0 || is_handler(f.orig) {
             continue;
         }
         let p = f.slot as *mut usize;
@@ -439,7 +447,7 @@ pub fn restore_for_walk() {
         // all); a slot is written only where it holds the trampoline's
         // address, which only its hijacked return slot holds.
         unsafe {
-            if *p == handler {
+            if is_handler(*p) {
                 *p = f.orig;
             }
         }
@@ -464,7 +472,12 @@ pub extern "C" fn catch(sp: usize) {
             continue;
         }
         f.flags &= !(F_RESTORED | F_FORCED);
-        if f.flags & F_HIJACKED != 0 && f.orig != handler {
+        if f.cell == 0 && config().kind == Tracer::Profile {
+            // A frame of another tracer's session (attached before) gets
+            // the profiler's trampoline: its fast exit needs a cell.
+            f.cell = profile::sink();
+        }
+        if f.flags & F_HIJACKED != 0 && !is_handler(f.orig) {
             let p = f.slot as *mut usize;
             // SAFETY: the frame is above the catching frame's stack pointer:
             // live; its slot holds the real address `restore_all` put back.

@@ -52,7 +52,9 @@ pub struct Config {
     /// Tracing on (triggers switch it).
     pub tracing: AtomicBool,
     /// The fast paths may run (`function_graph` without depth limit,
-    /// graph function, time filter or trigger).
+    /// graph function, time filter, notrace or trigger; `function` without
+    /// trigger; `profile` without depth limit, graph function, notrace or
+    /// trigger, where the clock is the TSC).
     pub fast: bool,
     graph: Filter,
     notrace: Filter,
@@ -219,7 +221,9 @@ fn parse(var: &dyn Fn(&str) -> Option<String>) -> Result<Parsed, String> {
             && match kind {
                 Tracer::Graph => depth == 0 && graph.is_empty() && time_filter == 0 && notrace.is_empty(),
                 Tracer::Function => true,
-                Tracer::Profile => false,
+                // Its fast paths keep times with `rdtsc` (no chunk base to
+                // count from): only where that is the clock.
+                Tracer::Profile => depth == 0 && graph.is_empty() && notrace.is_empty() && clock::is_tsc(),
             },
         graph,
         notrace,
@@ -423,15 +427,16 @@ pub fn fast_slot(ops: &RawOps, site: &crate::state::Site) -> Option<(usize, usiz
         // The frame's `fid` and `flags` words as the fast path stores (or,
         // at an exit, expects) them; the ENTRY and EXIT words (kinds 0 and
         // 1) are `fid << 3 | kind`, which it derives.
-        Tracer::Graph => {
+        kind @ (Tracer::Graph | Tracer::Profile) => {
             let open = fids::flags(site.fid) & fids::HAS_EXIT != 0;
             let flags = if open { 0 } else { thread::F_HIJACKED as u64 };
-            Some((
-                (site.fid as u64 | flags << 32) as usize,
-                asm::fast_graph(site.role, site.shape, open)?,
-            ))
+            let routine = if kind == Tracer::Graph {
+                asm::fast_graph(site.role, site.shape, open)?
+            } else {
+                asm::fast_profile(site.role, site.shape, open)?
+            };
+            Some(((site.fid as u64 | flags << 32) as usize, routine))
         }
-        _ => None,
     }
 }
 

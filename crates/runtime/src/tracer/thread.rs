@@ -15,8 +15,16 @@
 //! publishes both with one compare-exchange of the [`Thread::cursor`] word
 //! (write pointer and depth together). A handler that ran in between moved
 //! the cursor: the exchange fails and the path starts again, after the
-//! handler's events. A handler that never returns (`siglongjmp`) leaves
-//! nothing half-published. Event times count from a base that only the
+//! handler's events. The exchange must see every handler's work: the
+//! write pointer moves with each event, and a commit count in the top byte
+//! changes with each commit, event or not. The profiler's fast paths write
+//! no event, and a storm chaining 64 handlers (4 commits each) into the few
+//! instructions before their exchange brought that byte back to where it
+//! was, with the frame being written overwritten: so they count their
+//! commits in the write pointer's bits too (their threads never take a
+//! chunk), and fall back to the generic path, which sets that count back
+//! to 0, before it could carry into the depth. A handler that never
+//! returns (`siglongjmp`) leaves nothing half-published. Event times count from a base that only the
 //! generic path moves (chunk version 2), so no "last event" time has to be
 //! published with them. The generic (Rust) paths are exclusive instead:
 //! while one runs, `busy` holds its stack pointer and the fast paths are
@@ -94,22 +102,29 @@ pub struct Frame {
     pub orig: usize,
     /// Tick at entry.
     pub start: u64,
-    /// Ticks spent in traced children (profiler).
-    pub children: u64,
+    /// The function's total time in this thread when the call began
+    /// (profiler: `profile.rs`, "Recursion").
+    pub total0: u64,
     /// The function.
     pub fid: u32,
     /// `F_*`.
     pub flags: u32,
     /// The depth limit before this frame changed it.
     pub saved_max: u32,
+    /// The address of the function's profile cell in this thread, or of
+    /// the sink (profiler: `profile.rs`); 0 in other tracers' frames.
+    pub cell: usize,
     /// Up to 64 bytes (a shift in the fast paths).
-    pub pad: [u32; 5],
+    pub pad: u64,
 }
 
 // The fast paths' view of a frame.
 const _: () = assert!(std::mem::size_of::<Frame>() == 64);
+const _: () = assert!(std::mem::offset_of!(Frame, start) == 16);
+const _: () = assert!(std::mem::offset_of!(Frame, total0) == 24);
 const _: () = assert!(std::mem::offset_of!(Frame, fid) == 32);
 const _: () = assert!(std::mem::offset_of!(Frame, flags) == 36);
+const _: () = assert!(std::mem::offset_of!(Frame, cell) == 48);
 
 /// Offsets of [`Thread`] fields, for the assembly.
 pub mod off {
@@ -121,6 +136,10 @@ pub mod off {
     pub const BASE: usize = offset_of!(Thread, base);
     /// `fend`.
     pub const FEND: usize = offset_of!(Thread, fend);
+    /// `profile`.
+    pub const PROFILE: usize = offset_of!(Thread, profile);
+    /// `profile_len`.
+    pub const PROFILE_LEN: usize = offset_of!(Thread, profile_len);
 }
 
 /// The cursor: bits 0–31 the write pointer, in words from the thread's
@@ -142,6 +161,20 @@ pub const STEP_PUSH: u64 = 1 + (FRAME << DEPTH_SHIFT) + (1 << COUNT_SHIFT);
 pub const STEP_POP: u64 = (1 + (1 << COUNT_SHIFT)) - (FRAME << DEPTH_SHIFT);
 /// The cursor step of an event word and its payload.
 pub const STEP_PAYLOAD: u64 = 2 + (1 << COUNT_SHIFT);
+/// The cursor step of a frame pushed without an event (the profiler): its
+/// threads take no chunk, and the write pointer's bits count its commits
+/// (module doc, "Signals").
+pub const STEP_FRAME_PUSH: u64 = 1 + (FRAME << DEPTH_SHIFT) + (1 << COUNT_SHIFT);
+/// The cursor step of a frame popped without an event (the profiler).
+pub const STEP_FRAME_POP: u64 = (1 + (1 << COUNT_SHIFT)) - (FRAME << DEPTH_SHIFT);
+/// The profiler's fast entries run while its commit count (the cursor's
+/// low 32 bits) is below this: the exits after them cannot carry it into
+/// the depth, and the generic path sets it back to 0.
+pub const PROFILE_COMMITS: u64 = 1 << 31;
+/// `fend` while the profiler's fast paths may run: they write no event,
+/// and the event-writing fast paths, which compare the write pointer (at
+/// least the thread's address) with it, never pass.
+pub const FEND_PROFILE: usize = 1;
 /// The largest per-thread mapping the cursor's word offset can address.
 pub const MAX_DATA: usize = (u32::MAX as usize) * 8;
 /// Where the sentinel frame is, from the thread's head.
@@ -174,12 +207,16 @@ pub struct Thread {
     /// The end the fast paths may write to: `wend` while they may run
     /// (fast mode, not busy, not ended), else 0 — one comparison in the
     /// assembly checks both that they may run and that the chunk has room.
+    /// The profiler's fast paths, which write no events, run while it is
+    /// [`FEND_PROFILE`].
     pub fend: AtomicUsize,
     /// Inside the tracer's generic path: its stack pointer then, else 0
     /// (a signal handler's calls meanwhile are not traced).
     pub busy: usize,
     /// The tracer's settings allow the fast paths.
     pub fast_mode: bool,
+    /// ... and they are the profiler's (`fend` is then [`FEND_PROFILE`]).
+    pub fast_profile: bool,
     /// The `GENERATION` of the settings `fast_mode` and `max_depth` came from.
     pub generation: u32,
     /// Its id.
@@ -285,10 +322,28 @@ fn enter_at(entry: bool) -> Option<&'static mut Thread> {
         let cfg = super::config();
         t.generation = generation;
         t.fast_mode = cfg.fast;
+        t.fast_profile = cfg.fast && cfg.kind == super::Tracer::Profile;
+        if cfg.kind == super::Tracer::Profile {
+            // The profiler's exits add to their caller's cell: frames of
+            // another tracer's session (attached before) get the sink.
+            for i in 0..t.depth() {
+                let f = t.frame(i);
+                if f.cell == 0 {
+                    f.cell = super::profile::sink();
+                }
+            }
+        }
         t.recount(Some(cfg.max_depth));
     }
     t.busy = sys::stack_pointer();
     t.fend.store(0, Ordering::Relaxed);
+    if t.fast_profile
+        && t.chunk == usize::MAX
+        && t.cursor.load(Ordering::Relaxed) as u32 as u64 >= PROFILE_COMMITS
+    {
+        // The profiler's commit count (no chunk is taken): back to 0.
+        t.set_cursor(0, t.depth());
+    }
     Some(t)
 }
 
@@ -462,7 +517,12 @@ impl Thread {
             && self.busy == 0
             && !self.dead.load(Ordering::Relaxed)
             && !FINISHED.load(Ordering::Relaxed);
-        self.fend.store(if ok { self.wend } else { 0 }, Ordering::Relaxed);
+        let fend = match (ok, self.fast_profile) {
+            (false, _) => 0,
+            (true, false) => self.wend,
+            (true, true) => FEND_PROFILE,
+        };
+        self.fend.store(fend, Ordering::Relaxed);
     }
 
     /// Words written in the current chunk.
@@ -709,6 +769,8 @@ fn create() -> Option<*mut Thread> {
     // mapping; the parked pairs follow the frames.
     let (frames_ptr, parked) = unsafe {
         (*(base.add(HEAD) as *mut Frame)).slot = usize::MAX;
+        // The profiler's fast exits add to the caller's cell.
+        (*(base.add(HEAD) as *mut Frame)).cell = super::profile::sink();
         let frames = base.add(FRAMES_OFF) as *mut Frame;
         (frames, frames.add(SHADOW) as *mut [usize; 2])
     };
@@ -727,6 +789,7 @@ fn create() -> Option<*mut Thread> {
         fend: AtomicUsize::new(0),
         busy: 0,
         fast_mode: config.fast,
+        fast_profile: config.fast && config.kind == super::Tracer::Profile,
         generation,
         tid: sys::gettid(),
         dead: AtomicBool::new(false),
