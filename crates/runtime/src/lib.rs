@@ -26,11 +26,15 @@ mod index;
 mod loader;
 mod mirror;
 mod modules;
+mod notify;
 mod ops;
 mod originals;
 mod pool;
+mod presence;
 mod routines;
 mod state;
+#[cfg(test)]
+mod state_tests;
 mod sys;
 mod text;
 mod tracer;
