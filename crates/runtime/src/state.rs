@@ -192,6 +192,27 @@ pub struct State {
 }
 
 impl State {
+    /// A state with nothing taken in yet, patching through `patcher`;
+    /// `live`: other threads may run the code it writes.
+    pub fn new(patcher: &'static dyn BreakpointPatcher, sync: crate::sys::SyncMethod, live: bool) -> State {
+        State {
+            core: Core::default(),
+            mods: Vec::new(),
+            patcher,
+            layout: patcher.slot_layout(),
+            writer: Writer {
+                live,
+                sync,
+                scratch: crate::sys::scratch_page(),
+                breakpoint: patcher.breakpoint(),
+            },
+            stats: Stats::default(),
+            handles: HashMap::new(),
+            by_id: [None; MAX_OPS],
+            functions: Vec::new(),
+        }
+    }
+
     /// Republishes the lock-free index of every site.
     pub fn publish_index(&self) {
         let mut entries = Vec::new();

@@ -4,7 +4,7 @@
 //! what the batch did.
 
 use fntrace_arch::{Code, ElfArch, Shape};
-use fntrace_core::{Core, Module, Ops as CoreOps, OpsFlags, Role, Target, MAX_OPS};
+use fntrace_core::{Module, Ops as CoreOps, OpsFlags, Role, Target};
 use fntrace_sites::filter::Filter;
 use fntrace_sites::SiteKind;
 
@@ -13,8 +13,7 @@ use crate::modules::Loaded;
 use crate::ops::RawOps;
 use crate::routines::Regs;
 use crate::state::{ModState, Record, Site, State};
-use crate::sys::{self, SyncMethod};
-use crate::text::Writer;
+use crate::sys::SyncMethod;
 
 const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
 const SITES: usize = 4;
@@ -66,22 +65,7 @@ unsafe extern "C" fn entry(_: usize, _: usize, _: *mut RawOps, _: *mut Regs) {}
 fn state_with_page() -> (State, usize) {
     let base = code_page();
     let patcher = fntrace_arch::breakpoint_patcher_for(ElfArch::X86_64).expect("x86-64");
-    let mut state = State {
-        core: Core::default(),
-        mods: Vec::new(),
-        patcher,
-        layout: patcher.slot_layout(),
-        writer: Writer {
-            live: false,
-            sync: SyncMethod::Mprotect,
-            scratch: sys::scratch_page(),
-            breakpoint: patcher.breakpoint(),
-        },
-        stats: Default::default(),
-        handles: Default::default(),
-        by_id: [None; MAX_OPS],
-        functions: Vec::new(),
-    };
+    let mut state = State::new(patcher, SyncMethod::Mprotect, false);
     let nop = Code::new(&NOP5).expect("5 bytes");
     let records: Vec<Record> = (0..SITES)
         .map(|i| {
