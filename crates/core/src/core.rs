@@ -292,7 +292,7 @@ impl<D> Core<D> {
                 let Some(f) = function else { continue };
                 if wanted & others != 0 && selects(&ops, m, f as usize) {
                     return Err(CoreError::Busy {
-                        function: m.functions[f as usize].clone(),
+                        function: m.functions[f as usize].to_string(),
                     });
                 }
             }
@@ -314,6 +314,9 @@ fn selects<D>(ops: &Ops, m: &mut Module<D>, f: usize) -> bool {
 /// `body` given the names of function `f` of module `m` (demangling its
 /// name the first time a filter needs it).
 fn with_names<D, R>(m: &mut Module<D>, f: usize, body: impl FnOnce(&Names<'_>) -> R) -> R {
+    if m.demangled.len() < m.functions.len() {
+        m.demangled.resize(m.functions.len(), None);
+    }
     let symbol = &m.functions[f];
     let (demangled, base) = m.demangled[f].get_or_insert_with(|| {
         (

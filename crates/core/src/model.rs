@@ -1,5 +1,7 @@
 //! What the core keeps: ops, modules, and one record per site.
 
+use std::sync::Arc;
+
 use fntrace_sites::filter::Filter;
 
 /// Most ops registered at once (a site's "wanted by" set is one word).
@@ -127,22 +129,24 @@ impl<D> SiteRecord<D> {
 pub struct Module<D = ()> {
     /// The file name (`libm.so.6`), for `:mod:` filters.
     pub name: String,
-    /// Symbol names of its functions.
-    pub functions: Vec<String>,
+    /// Symbol names of its functions (shared with whoever else keeps them:
+    /// the runtime's function table).
+    pub functions: Vec<Arc<str>>,
     /// Its sites, in the runtime's order.
     pub sites: Vec<SiteRecord<D>>,
     /// Demangled names (and names without parameters), made when a filter
-    /// first needs them.
+    /// first needs them (empty until then: a filter that selects
+    /// everything never does, and 100,000 empty entries are 1,200 pages).
     pub(crate) demangled: Vec<Option<(String, Option<String>)>>,
 }
 
 impl<D> Module<D> {
     /// A module with these functions and sites.
-    pub fn new(name: &str, functions: Vec<String>, sites: Vec<SiteRecord<D>>) -> Module<D> {
+    pub fn new<F: Into<Arc<str>>>(name: &str, functions: Vec<F>, sites: Vec<SiteRecord<D>>) -> Module<D> {
         Module {
             name: name.to_string(),
-            demangled: vec![None; functions.len()],
-            functions,
+            demangled: Vec::new(),
+            functions: functions.into_iter().map(Into::into).collect(),
             sites,
         }
     }

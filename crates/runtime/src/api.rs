@@ -231,7 +231,7 @@ fn info(state: &State, m: usize, i: usize) -> Option<SiteInfo> {
         function: record
             .function
             .and_then(|f| core.functions.get(f as usize))
-            .cloned()
+            .map(|name| name.to_string())
             .unwrap_or_default(),
         module: core.name.clone(),
         kind: site.kind.as_str(),

@@ -116,19 +116,19 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     state.stats.modules += 1;
     let path: std::sync::Arc<str> = loaded.path.as_str().into();
     let bias = loaded.bias as u64;
-    // Made in place of the discovered functions (no new pages), each name
-    // copied once for the core.
-    let mut names = Vec::with_capacity(binary.functions.len());
+    // Each name kept once, shared by the core and the function table.
+    let mut names: Vec<std::sync::Arc<str>> = Vec::with_capacity(binary.functions.len());
     let mut records_of_functions: Vec<FunctionRecord> = binary
         .functions
         .into_iter()
         .map(|f| {
-            names.push(f.name.clone());
+            let name: std::sync::Arc<str> = f.name.into();
+            names.push(name.clone());
             FunctionRecord {
                 module: path.clone(),
                 address: bias.wrapping_add(f.address),
                 size: f.size,
-                name: f.name,
+                name,
             }
         })
         .collect();

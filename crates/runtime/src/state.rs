@@ -56,8 +56,8 @@ pub struct FunctionRecord {
     pub address: u64,
     /// Size in bytes.
     pub size: u64,
-    /// Symbol name.
-    pub name: String,
+    /// Symbol name (shared with the core's module).
+    pub name: std::sync::Arc<str>,
 }
 
 /// A loaded module and what the runtime made for it.

@@ -133,7 +133,7 @@ impl Session {
                     module: f.module.to_string(),
                     address: f.address,
                     size: f.size,
-                    name: f.name.clone(),
+                    name: f.name.to_string(),
                 }
                 .to_line(),
             );
