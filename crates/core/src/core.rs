@@ -1,5 +1,8 @@
 //! The core: ops and modules in, changes out. It decides; the runtime acts
-//! on the changes and reports back with [`Core::commit`].
+//! on the changes, then reports each one's outcome once with
+//! [`Core::commit`] (the kernel's `ftrace_replace_code`, then
+//! `ftrace_update_record`). The site records carry the runtime's data
+//! (`D`), which only the runtime reads and writes ([`Core::data_mut`]).
 
 use fntrace_sites::filter::{Filter, Names};
 
@@ -25,21 +28,21 @@ pub enum CoreError {
 
 /// Every ops and every module, and what each site should call.
 #[derive(Debug)]
-pub struct Core {
+pub struct Core<D = ()> {
     ops: Vec<Option<Ops>>,
     flags: Box<[OpsFlags; MAX_OPS]>,
-    modules: Vec<Option<Module>>,
+    modules: Vec<Option<Module<D>>>,
 }
 
-impl Default for Core {
-    fn default() -> Core {
+impl<D> Default for Core<D> {
+    fn default() -> Core<D> {
         Core::new()
     }
 }
 
-impl Core {
+impl<D> Core<D> {
     /// An empty core.
-    pub fn new() -> Core {
+    pub fn new() -> Core<D> {
         Core {
             ops: vec![None; MAX_OPS],
             flags: Box::new([OpsFlags::default(); MAX_OPS]),
@@ -53,12 +56,27 @@ impl Core {
     }
 
     /// The module `id`, if loaded.
-    pub fn module(&self, id: ModuleId) -> Option<&Module> {
+    pub fn module(&self, id: ModuleId) -> Option<&Module<D>> {
         self.modules.get(id)?.as_ref()
     }
 
+    /// The runtime's data of every site of module `id`, to change (the
+    /// core's own fields stay the core's).
+    pub fn data_mut(&mut self, id: ModuleId) -> impl Iterator<Item = &mut D> {
+        self.modules
+            .get_mut(id)
+            .and_then(Option::as_mut)
+            .into_iter()
+            .flat_map(|m| m.sites.iter_mut().map(|s| &mut s.data))
+    }
+
+    /// The runtime's data of site `site` of module `id`, to change.
+    pub fn site_data_mut(&mut self, id: ModuleId, site: usize) -> Option<&mut D> {
+        Some(&mut self.modules.get_mut(id)?.as_mut()?.sites.get_mut(site)?.data)
+    }
+
     /// Every loaded module with its id.
-    pub fn modules(&self) -> impl Iterator<Item = (ModuleId, &Module)> {
+    pub fn modules(&self) -> impl Iterator<Item = (ModuleId, &Module<D>)> {
         self.modules
             .iter()
             .enumerate()
@@ -85,7 +103,7 @@ impl Core {
 
     /// Adds a module whose sites are all NOPs now; returns its id and the
     /// changes that the registered ops want on it.
-    pub fn add_module(&mut self, module: Module) -> (ModuleId, Vec<Change>) {
+    pub fn add_module(&mut self, module: Module<D>) -> (ModuleId, Vec<Change>) {
         let id = self.modules.len();
         self.modules.push(Some(module));
         let registered: Vec<OpsId> = self.registered().collect();
@@ -96,7 +114,7 @@ impl Core {
     }
 
     /// Forgets a module (unloaded: its code is gone, nothing to patch).
-    pub fn remove_module(&mut self, id: ModuleId) -> Option<Module> {
+    pub fn remove_module(&mut self, id: ModuleId) -> Option<Module<D>> {
         self.modules.get_mut(id)?.take()
     }
 
@@ -157,10 +175,10 @@ impl Core {
         Ok(self.changes(None))
     }
 
-    /// Records the outcome of changes: applied ones are in effect; failed
-    /// ones mark their site failed, never to be touched again (ftrace_bug),
-    /// with `change.from` in effect — also after the change was committed
-    /// as applied (a runtime may commit before it writes, and take it back).
+    /// Records the outcome of a change, once, after the runtime wrote it
+    /// (or failed to): an applied one is in effect, with its wanted set
+    /// published; a failed one marks its site failed, never to be touched
+    /// again (ftrace_bug), with `change.from` still in effect.
     #[inline]
     pub fn commit(&mut self, change: &Change, applied: bool) {
         if let Some(Some(module)) = self.modules.get_mut(change.module) {
@@ -270,11 +288,11 @@ impl Core {
         let ops = self.ops[id as usize].clone().expect("registered");
         for m in self.modules.iter_mut().flatten() {
             for i in 0..m.sites.len() {
-                let site = m.sites[i];
-                let Some(f) = site.function else { continue };
-                if site.wanted & others != 0 && selects(&ops, m, f as usize) {
+                let (function, wanted) = (m.sites[i].function, m.sites[i].wanted);
+                let Some(f) = function else { continue };
+                if wanted & others != 0 && selects(&ops, m, f as usize) {
                     return Err(CoreError::Busy {
-                        function: m.functions[f as usize].clone(),
+                        function: m.functions[f as usize].to_string(),
                     });
                 }
             }
@@ -284,7 +302,7 @@ impl Core {
 }
 
 /// Whether `ops` selects function `f` of module `m`.
-fn selects(ops: &Ops, m: &mut Module, f: usize) -> bool {
+fn selects<D>(ops: &Ops, m: &mut Module<D>, f: usize) -> bool {
     if ops.filter.selects_everything() && ops.notrace.is_empty() {
         return true;
     }
@@ -295,7 +313,10 @@ fn selects(ops: &Ops, m: &mut Module, f: usize) -> bool {
 
 /// `body` given the names of function `f` of module `m` (demangling its
 /// name the first time a filter needs it).
-fn with_names<R>(m: &mut Module, f: usize, body: impl FnOnce(&Names<'_>) -> R) -> R {
+fn with_names<D, R>(m: &mut Module<D>, f: usize, body: impl FnOnce(&Names<'_>) -> R) -> R {
+    if m.demangled.len() < m.functions.len() {
+        m.demangled.resize(m.functions.len(), None);
+    }
     let symbol = &m.functions[f];
     let (demangled, base) = m.demangled[f].get_or_insert_with(|| {
         (

@@ -1,5 +1,7 @@
 //! What the core keeps: ops, modules, and one record per site.
 
+use std::sync::Arc;
+
 use fntrace_sites::filter::Filter;
 
 /// Most ops registered at once (a site's "wanted by" set is one word).
@@ -71,9 +73,12 @@ pub enum Target {
     },
 }
 
-/// One site (the kernel's `dyn_ftrace`).
+/// One site (the kernel's `dyn_ftrace`): what the core decides (who wants
+/// it, what is in effect) and, in `data`, what the runtime that acts on it
+/// keeps (its address, form, bytes, trampoline slot): one record per site,
+/// whatever the layer. The core never reads `data`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SiteRecord {
+pub struct SiteRecord<D = ()> {
     /// Index of the function in the module, if the site has one.
     pub function: Option<u32>,
     /// Where the site is.
@@ -87,11 +92,21 @@ pub struct SiteRecord {
     pub published: u64,
     /// A patch of this site failed: it is left alone from now on.
     pub failed: bool,
+    /// The runtime's part of the record.
+    pub data: D,
 }
 
 impl SiteRecord {
     /// A site not yet wanted by anyone, in effect a NOP.
     pub fn new(function: Option<u32>, role: Role) -> SiteRecord {
+        SiteRecord::with(function, role, ())
+    }
+}
+
+impl<D> SiteRecord<D> {
+    /// A site not yet wanted by anyone, in effect a NOP, with the
+    /// runtime's `data`.
+    pub fn with(function: Option<u32>, role: Role, data: D) -> SiteRecord<D> {
         SiteRecord {
             function,
             role,
@@ -99,6 +114,7 @@ impl SiteRecord {
             in_effect: Target::Nop,
             published: 0,
             failed: false,
+            data,
         }
     }
 
@@ -110,25 +126,27 @@ impl SiteRecord {
 
 /// A module (the executable or a library) and its sites.
 #[derive(Debug, Clone)]
-pub struct Module {
+pub struct Module<D = ()> {
     /// The file name (`libm.so.6`), for `:mod:` filters.
     pub name: String,
-    /// Symbol names of its functions.
-    pub functions: Vec<String>,
+    /// Symbol names of its functions (shared with whoever else keeps them:
+    /// the runtime's function table).
+    pub functions: Vec<Arc<str>>,
     /// Its sites, in the runtime's order.
-    pub sites: Vec<SiteRecord>,
+    pub sites: Vec<SiteRecord<D>>,
     /// Demangled names (and names without parameters), made when a filter
-    /// first needs them.
+    /// first needs them (empty until then: a filter that selects
+    /// everything never does, and 100,000 empty entries are 1,200 pages).
     pub(crate) demangled: Vec<Option<(String, Option<String>)>>,
 }
 
-impl Module {
+impl<D> Module<D> {
     /// A module with these functions and sites.
-    pub fn new(name: &str, functions: Vec<String>, sites: Vec<SiteRecord>) -> Module {
+    pub fn new<F: Into<Arc<str>>>(name: &str, functions: Vec<F>, sites: Vec<SiteRecord<D>>) -> Module<D> {
         Module {
             name: name.to_string(),
-            demangled: vec![None; functions.len()],
-            functions,
+            demangled: Vec::new(),
+            functions: functions.into_iter().map(Into::into).collect(),
             sites,
         }
     }

@@ -216,7 +216,7 @@ fn a_change_committed_then_failed_leaves_what_was_in_effect() {
 
 #[test]
 fn at_most_max_ops() {
-    let mut core = Core::new();
+    let mut core: Core = Core::new();
     for _ in 0..MAX_OPS {
         core.register(ops(&["foo"])).unwrap();
     }

@@ -11,7 +11,7 @@ use fntrace_sites::filter::{first_unmatched, Filter};
 
 use crate::error::{Error, Result};
 use crate::index;
-use crate::ops::{self, Callback, RawOps, FL_IPMODIFY, FL_SAVE_REGS};
+use crate::ops::{self, Callback, RawOps, SiteSlot, FL_IPMODIFY, FL_SAVE_REGS};
 use crate::state::{Handle, State, Stats};
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -70,7 +70,20 @@ pub struct Ops(&'static RawOps);
 impl Ops {
     /// A new ops, not registered, selecting every function.
     pub fn new(entry: Option<Callback>, exit: Option<Callback>, data: *mut c_void, flags: u32) -> Ops {
-        Ops(RawOps::leak(entry, exit, data, flags))
+        Ops(RawOps::leak(entry, exit, data, flags, None))
+    }
+
+    /// A new ops, not registered, selecting every function, whose sites
+    /// get trampoline slots of their own where `site_slot` says so (a
+    /// client with fast paths: [`SiteSlot`]).
+    pub fn with_site_slots(
+        entry: Option<Callback>,
+        exit: Option<Callback>,
+        data: *mut c_void,
+        flags: u32,
+        site_slot: SiteSlot,
+    ) -> Ops {
+        Ops(RawOps::leak(entry, exit, data, flags, Some(site_slot)))
     }
 
     /// The ops behind a raw pointer given to a callback or the C API.
@@ -202,16 +215,12 @@ pub struct SiteInfo {
 }
 
 fn info(state: &State, m: usize, i: usize) -> Option<SiteInfo> {
-    let module = state.mods.get(m)?.as_ref()?;
     let core = state.core.module(m)?;
-    let site = module.sites.get(i)?;
     let record = core.sites.get(i)?;
+    let site = &record.data;
     let (what, regs) = match record.in_effect {
         Target::Nop => ("nop", false),
-        Target::Ops(id) => (
-            "ops",
-            state.by_id[id as usize].is_some_and(|o| o.flags & (FL_SAVE_REGS | FL_IPMODIFY) != 0),
-        ),
+        Target::Ops(id) => ("ops", state.by_id[id as usize].is_some_and(RawOps::wants_regs)),
         Target::List { regs } => ("list", regs),
     };
     Some(SiteInfo {
@@ -222,11 +231,11 @@ fn info(state: &State, m: usize, i: usize) -> Option<SiteInfo> {
         function: record
             .function
             .and_then(|f| core.functions.get(f as usize))
-            .cloned()
+            .map(|name| name.to_string())
             .unwrap_or_default(),
         module: core.name.clone(),
         kind: site.kind.as_str(),
-        exit: site.role == fntrace_core::Role::Exit,
+        exit: record.role == fntrace_core::Role::Exit,
         ref_count: record.ref_count(),
         state: what,
         regs,
@@ -237,8 +246,7 @@ fn info(state: &State, m: usize, i: usize) -> Option<SiteInfo> {
 pub fn sites() -> Result<Vec<SiteInfo>> {
     with_state(|state| {
         let mut out = Vec::new();
-        for (m, module) in state.mods.iter().enumerate() {
-            let Some(module) = module else { continue };
+        for (m, module) in state.core.modules() {
             out.extend((0..module.sites.len()).filter_map(|i| info(state, m, i)));
         }
         Ok(out)

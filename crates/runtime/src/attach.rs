@@ -21,7 +21,7 @@ use std::ffi::{c_char, c_int, CStr};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use fntrace_format::control;
@@ -31,20 +31,8 @@ use crate::{api, loader, tracer};
 /// The file name the CLI gives the library when it injects it.
 pub const ATTACH_NAME: &str = "libfntrace_attach.so";
 
-/// A control thread is running (an attach session is open).
-static ACTIVE: AtomicBool = AtomicBool::new(false);
-/// The runtime was set up by an attach (not preloaded).
-static ATTACHED: AtomicBool = AtomicBool::new(false);
-
-/// Whether an attach session is open.
-pub fn active() -> bool {
-    ACTIVE.load(Ordering::Acquire)
-}
-
-/// Whether the runtime came into this process by `fntrace attach`.
-pub fn attached() -> bool {
-    ATTACHED.load(Ordering::Relaxed)
-}
+pub use crate::presence::attached;
+use crate::presence::{ACTIVE, ATTACHED};
 
 /// `fntrace_attach(config)`: starts an attach session whose settings are in
 /// the file `config` (`KEY=VALUE` lines). Returns 0 when the control thread

@@ -61,14 +61,14 @@ unsafe extern "C" fn wrapped_dlopen(file: *const c_char, mode: c_int) -> *mut c_
     // Detached (the hooks stay while a thread may return through a hijacked
     // address): the process's code is its own; the next attach takes the
     // new modules in.
-    if !handle.is_null() && (!crate::attach::attached() || crate::attach::active()) {
+    if !handle.is_null() && (!crate::presence::attached() || crate::presence::active()) {
         let _errno = crate::sys::ErrnoGuard::new();
         crate::no_unwind("dlopen", || {
             let _ = api::with_state(|state| {
                 loader::load_new(state, true);
                 Ok(())
             });
-            if crate::attach::attached() {
+            if crate::presence::attached() {
                 // The new modules' GOT slots of the unwinder and the loader.
                 crate::gothook::install();
             }

@@ -2,7 +2,8 @@
 //! to. Preloaded, the runtime interposes `_Unwind_RaiseException`,
 //! `__cxa_begin_catch`, `pthread_exit`... (`tracer/unwind.rs`) so that
 //! hijacked return addresses are put back before an unwinder reads the
-//! stack. Loaded by `fntrace
+//! stack. Which functions a client wraps it says once (`set_client`): this
+//! module names none. Loaded by `fntrace
 //! attach` (`RTLD_LOCAL`, after every module was bound) it interposes
 //! nothing, so it writes its wrappers into the GOT slots through which the
 //! modules call those functions (the technique of `plthook`), and puts the
@@ -17,10 +18,29 @@
 //! the write only.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use crate::file::ModuleFile;
-use crate::{modules, sys, tracer};
+use crate::{modules, sys};
+
+/// Functions a client wraps and needs hooked in an attached process (the
+/// tracer's unwinder wrappers: `tracer/unwind.rs`), given once.
+#[derive(Debug, Clone)]
+pub struct ClientHooks {
+    /// The functions' names.
+    pub names: Vec<&'static str>,
+    /// Their wrappers, in the same order.
+    pub wrappers: Vec<usize>,
+    /// Told the real address of function `i` (never 0).
+    pub set_real: fn(usize, usize),
+}
+
+static CLIENT: OnceLock<ClientHooks> = OnceLock::new();
+
+/// Gives the client's hooks (once; later calls change nothing).
+pub fn set_client(hooks: ClientHooks) {
+    let _ = CLIENT.set(hooks);
+}
 
 /// A slot we wrote: its address, what it held, what we wrote.
 struct Hooked {
@@ -62,10 +82,11 @@ fn read_slot(slot: usize) -> usize {
 /// Hooks every module's GOT slots of the unwinder's entry points; returns
 /// how many slots hold a wrapper now.
 pub fn install() -> usize {
-    let unwind = tracer::unwind_names();
-    let mut names: Vec<&str> = unwind.to_vec();
+    let client = CLIENT.get();
+    let mut names: Vec<&str> = client.map(|c| c.names.clone()).unwrap_or_default();
+    let n = names.len();
     names.extend(["dlopen", "dlclose"]);
-    let mut wrappers: Vec<usize> = tracer::unwind_wrappers().to_vec();
+    let mut wrappers: Vec<usize> = client.map(|c| c.wrappers.clone()).unwrap_or_default();
     wrappers.extend(crate::dlhook::wrappers());
     let real: Vec<usize> = names
         .iter()
@@ -76,12 +97,14 @@ pub fn install() -> usize {
             unsafe { libc::dlsym(libc::RTLD_DEFAULT, cname.as_ptr()) as usize }
         })
         .collect();
-    for (i, &addr) in real.iter().enumerate().take(unwind.len()) {
-        if addr != 0 {
-            tracer::set_unwind_real(i, addr);
+    if let Some(client) = client {
+        for (i, &addr) in real.iter().enumerate().take(n) {
+            if addr != 0 {
+                (client.set_real)(i, addr);
+            }
         }
     }
-    crate::dlhook::set_real(real[unwind.len()], real[unwind.len() + 1]);
+    crate::dlhook::set_real(real[n], real[n + 1]);
     let mut hooked = hooked();
     for loaded in modules::loaded() {
         if crate::loader::ignored(&loaded) {

@@ -26,11 +26,15 @@ mod index;
 mod loader;
 mod mirror;
 mod modules;
+mod notify;
 mod ops;
 mod originals;
 mod pool;
+mod presence;
 mod routines;
 mod state;
+#[cfg(test)]
+mod state_tests;
 mod sys;
 mod text;
 mod tracer;
@@ -44,11 +48,8 @@ pub use state::Stats;
 
 use std::panic::{self, AssertUnwindSafe};
 
-use fntrace_core::{Core, MAX_OPS};
-
 use crate::state::State;
 use crate::sys::SyncMethod;
-use crate::text::Writer;
 
 /// Runs `f`, turning a panic into a message and an abort: nothing unwinds
 /// into the host.
@@ -80,22 +81,7 @@ fn setup() -> std::result::Result<(), String> {
     }
     routines::setup();
     trap::install().map_err(|e| format!("cannot install the SIGTRAP handler: {e}"))?;
-    let mut state = State {
-        core: Core::new(),
-        mods: Vec::new(),
-        patcher,
-        layout: patcher.slot_layout(),
-        writer: Writer {
-            live: true,
-            sync,
-            scratch: sys::scratch_page(),
-            breakpoint: patcher.breakpoint(),
-        },
-        stats: Default::default(),
-        handles: Default::default(),
-        by_id: [None; MAX_OPS],
-        functions: Vec::new(),
-    };
+    let mut state = State::new(patcher, sync, true);
     // ftrace_init: while the process is single-threaded, plain writes.
     let live = sys::thread_count() > 1;
     loader::load_new(&mut state, live);

@@ -10,16 +10,15 @@
 //! instruction. Such a site is *punned* instead (`mirror.rs`): no byte of
 //! it ever stops being an instruction boundary.
 
-use fntrace_arch::{Code, Shape};
-use fntrace_core::{Module, Role, SiteRecord};
+use fntrace_arch::Shape;
+use fntrace_core::{Module, Role};
 use fntrace_sites::SiteKind;
 
 use crate::file::ModuleFile;
 use crate::mirror::Mirror;
 use crate::modules::{self, Loaded};
-use crate::state::{FunctionRecord, ModState, Site, State};
+use crate::state::{FunctionRecord, ModState, Record, Site, State, NO_FID};
 use crate::text::{self, Poke};
-use crate::tracer::fids::NO_FID;
 
 /// How a kind of site is switched and where it is.
 pub fn shape_of(kind: SiteKind) -> (Shape, Role) {
@@ -110,26 +109,26 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     };
     let fid_base = state.functions.len() as u32;
     let disp = mirror.as_ref().map(|m| m.disp);
-    let (sites, records, originals) = convert(state, &loaded, binary.sites, fid_base, live, disp);
-    if sites.is_empty() {
+    let records = convert(state, &loaded, binary.sites, fid_base, live, disp);
+    if records.is_empty() {
         return;
     }
     state.stats.modules += 1;
     let path: std::sync::Arc<str> = loaded.path.as_str().into();
     let bias = loaded.bias as u64;
-    // Made in place of the discovered functions (no new pages), each name
-    // copied once for the core.
-    let mut names = Vec::with_capacity(binary.functions.len());
+    // Each name kept once, shared by the core and the function table.
+    let mut names: Vec<std::sync::Arc<str>> = Vec::with_capacity(binary.functions.len());
     let mut records_of_functions: Vec<FunctionRecord> = binary
         .functions
         .into_iter()
         .map(|f| {
-            names.push(f.name.clone());
+            let name: std::sync::Arc<str> = f.name.into();
+            names.push(name.clone());
             FunctionRecord {
                 module: path.clone(),
                 address: bias.wrapping_add(f.address),
                 size: f.size,
-                name: f.name,
+                name,
             }
         })
         .collect();
@@ -139,7 +138,7 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     } else {
         state.functions.extend(records_of_functions);
     }
-    let module = ModState::new(loaded, sites, fid_base, originals, mirror);
+    let module = ModState::new(loaded, &records, fid_base, mirror);
     let (id, changes) = state
         .core
         .add_module(Module::new(module.loaded.name(), names, records));
@@ -148,7 +147,7 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     }
     state.mods[id] = Some(module);
     state.publish_index();
-    crate::tracer::on_modules(state);
+    crate::notify::modules_added(state);
     if let Err(e) = state.apply(changes) {
         eprintln!("fntrace: {e}");
     }
@@ -180,7 +179,7 @@ fn mirror_for(loaded: &Loaded, found: &[fntrace_sites::Site]) -> Option<Mirror> 
 
 /// Checks every discovered site against memory and turns it into the
 /// canonical NOP of its length (its punned form with `disp`, for a run of
-/// one-byte NOPs taken in live); returns the sites kept and their records.
+/// one-byte NOPs taken in live); returns the records of the sites kept.
 fn convert(
     state: &mut State,
     loaded: &Loaded,
@@ -188,24 +187,17 @@ fn convert(
     fid_base: u32,
     live: bool,
     disp: Option<i32>,
-) -> (Vec<Site>, Vec<SiteRecord>, Vec<(usize, Code)>) {
+) -> Vec<Record> {
     state.stats.sites += found.len();
-    // The compiler's bytes are kept for a detach (`originals.rs`): only a
-    // runtime that was attached can detach.
-    let keep_originals = crate::attach::attached();
-    let mut originals = Vec::new();
     let batch = if live { found.len() } else { BATCH };
     let mut pokes = Vec::with_capacity(found.len().min(batch));
     let ranges = text::ranges(loaded);
     let mut writer = state.writer;
     writer.live = live;
-    // Indices in `sites` of those that could not be written.
+    // Indices in `records` of those that could not be written.
     let mut failed = Vec::new();
-    let mut sites = Vec::with_capacity(found.len());
-    let (mut canonical, mut segment) = (0, 0);
-    // The records take the place of the discovered sites (a collect in
-    // place: no new pages).
-    let mut records: Vec<SiteRecord> = found
+    let (mut canonical, mut segment, mut kept) = (0, 0, 0);
+    let mut records: Vec<Record> = found
         .into_iter()
         .filter_map(|found| {
             let shape = match (live && one_byte_nops(&found), disp) {
@@ -219,33 +211,27 @@ fn convert(
                     return None;
                 }
             };
-            let (site, record, poke) = check(state, loaded, &found, shape, fid_base, &mut segment)?;
+            let (record, poke) = check(state, loaded, &found, shape, fid_base, &mut segment)?;
             state.stats.punned += usize::from(matches!(shape, Shape::Punned { .. }));
-            if poke.old == poke.new {
-                canonical += 1;
-            } else if keep_originals {
-                originals.push((poke.addr, poke.old));
-            }
+            canonical += usize::from(poke.old == poke.new);
             pokes.push(poke);
-            sites.push(site);
+            kept += 1;
             if pokes.len() == batch {
-                write(state, &mut pokes, &ranges, writer, sites.len(), &mut failed);
+                write(state, &mut pokes, &ranges, writer, kept, &mut failed);
             }
             Some(record)
         })
         .collect();
-    write(state, &mut pokes, &ranges, writer, sites.len(), &mut failed);
-    drop_failed(&mut sites, &failed);
+    write(state, &mut pokes, &ranges, writer, kept, &mut failed);
     drop_failed(&mut records, &failed);
     records.shrink_to_fit();
-    originals.shrink_to_fit();
     state.stats.canonical += canonical;
-    state.stats.converted += sites.len().saturating_sub(canonical);
-    (sites, records, originals)
+    state.stats.converted += records.len().saturating_sub(canonical);
+    records
 }
 
-/// A discovered site checked against memory: the runtime's site (already
-/// canonical), its record and the poke that makes it so; `None`, with the
+/// A discovered site checked against memory: its record (the site already
+/// canonical) and the poke that makes it so; `None`, with the
 /// reason counted, for a site left alone. `segment`: where the site before
 /// was in `loaded.exec` (sites come in address order).
 fn check(
@@ -255,7 +241,7 @@ fn check(
     shape: Shape,
     fid_base: u32,
     segment: &mut usize,
-) -> Option<(Site, SiteRecord, Poke)> {
+) -> Option<(Record, Poke)> {
     let role = shape_of(site.kind).1;
     let prefix = site.prefix as usize;
     let addr = loaded.bias.wrapping_add(site.address as usize + prefix);
@@ -291,15 +277,16 @@ fn check(
         resume: state.patcher.resume(shape, addr as u64, len, None),
     };
     let function = site.function.map(|f| f as u32);
-    let runtime_site = Site {
+    let data = Site {
         addr,
         shape,
-        role,
         kind: site.kind,
         cur: nop,
+        orig: now,
         fid: function.map_or(NO_FID, |f| fid_base + f),
+        slot: 0,
     };
-    Some((runtime_site, SiteRecord::new(function, role), poke))
+    Some((Record::with(function, role, data), poke))
 }
 
 /// Removes the items at the indices `failed` (ascending).

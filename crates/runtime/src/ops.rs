@@ -6,7 +6,8 @@ use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use fntrace_core::{bits, MAX_OPS};
+use fntrace_arch::Shape;
+use fntrace_core::{bits, Role, MAX_OPS};
 
 use crate::index;
 use crate::routines::Regs;
@@ -44,7 +45,27 @@ pub struct RawOps {
     pub user_exit: Option<Callback>,
     /// `FL_*` flags.
     pub flags: u32,
+    /// The client's own trampoline slots, per site ([`SiteSlot`]), if it
+    /// has fast paths of its own.
+    pub site_slot: Option<SiteSlot>,
 }
+
+/// What a client is told of a site it may want a slot of its own for.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotSite {
+    /// Entry, mcount or exit.
+    pub role: Role,
+    /// How it is switched.
+    pub shape: Shape,
+    /// Its function's id (`state::NO_FID` if none).
+    pub fid: u32,
+}
+
+/// A client's per-site trampoline slots: for a site its ops wants, the
+/// data word and routine of a slot of the site's own, or `None` for the
+/// ops's shared slot (which calls its callbacks). A site keeps the slot
+/// it was first given.
+pub type SiteSlot = fn(&RawOps, &SlotSite) -> Option<(usize, usize)>;
 
 // SAFETY: RawOps is immutable once made (`data` belongs to the user, who
 // hands it to callbacks on any thread by registering the ops).
@@ -59,6 +80,7 @@ impl RawOps {
         exit: Option<Callback>,
         data: *mut c_void,
         flags: u32,
+        site_slot: Option<SiteSlot>,
     ) -> &'static RawOps {
         let direct = flags & FL_RECURSION_SAFE != 0;
         Box::leak(Box::new(RawOps {
@@ -76,7 +98,19 @@ impl RawOps {
             user_entry: entry,
             user_exit: exit,
             flags,
+            site_slot,
         }))
+    }
+
+    /// Whether its callbacks get the register frame (the trampoline that
+    /// saves every register).
+    pub fn wants_regs(&self) -> bool {
+        self.flags & (FL_SAVE_REGS | FL_IPMODIFY) != 0
+    }
+
+    /// The slot of its own that the client wants for `site`, if any.
+    pub fn site_slot(&self, site: &SlotSite) -> Option<(usize, usize)> {
+        self.site_slot.and_then(|f| f(self, site))
     }
 }
 
@@ -88,6 +122,7 @@ pub static LIST_OPS: RawOps = RawOps {
     user_entry: None,
     user_exit: None,
     flags: 0,
+    site_slot: None,
 };
 
 /// Registered ops by id: what the list dispatcher calls.
@@ -143,7 +178,7 @@ unsafe extern "C" fn guarded_exit(ip: usize, parent: usize, ops: *mut RawOps, re
 
 /// What the routines really call: a [`Callback`] and, in `r8`, the
 /// address of the traced function's return slot (tracers hijack it).
-type Callback5 = unsafe extern "C" fn(usize, usize, *mut RawOps, *mut Regs, *mut usize);
+pub type Callback5 = unsafe extern "C" fn(usize, usize, *mut RawOps, *mut Regs, *mut usize);
 
 unsafe extern "C" fn list_entry(ip: usize, parent: usize, _: *mut RawOps, regs: *mut Regs, slot: *mut usize) {
     list(ip, parent, regs, slot, false);
@@ -166,8 +201,11 @@ fn list(ip: usize, parent: usize, regs: *mut Regs, slot: *mut usize, exit: bool)
             // SAFETY: published ops are leaked, so valid forever.
             let raw = unsafe { &*ops };
             let callback = if exit { raw.user_exit } else { raw.user_entry };
-            let wants_regs = raw.flags & (FL_SAVE_REGS | FL_IPMODIFY) != 0;
-            let regs = if wants_regs { regs } else { std::ptr::null_mut() };
+            let regs = if raw.wants_regs() {
+                regs
+            } else {
+                std::ptr::null_mut()
+            };
             if let Some(callback) = callback {
                 // SAFETY: as in `list_cb`, every callback may be given the
                 // slot; it was registered for sites this ops wants.
@@ -183,8 +221,8 @@ fn list(ip: usize, parent: usize, regs: *mut Regs, slot: *mut usize, exit: bool)
 const _: () = assert!(std::mem::offset_of!(RawOps, entry) == crate::routines::ENTRY_OFFSET);
 const _: () = assert!(std::mem::offset_of!(RawOps, exit) == crate::routines::EXIT_OFFSET);
 
-/// `list_entry` as the routines store it.
-const fn list_cb(f: Callback5) -> Callback {
+/// A [`Callback5`] as the routines store it.
+pub const fn list_cb(f: Callback5) -> Callback {
     // SAFETY: the SysV ABI passes the fifth argument in r8, which the
     // routines always set; a four-parameter callback ignores it.
     unsafe { std::mem::transmute::<Callback5, Callback>(f) }

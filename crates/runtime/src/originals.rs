@@ -3,7 +3,8 @@
 //! more): a process we attached to is left with the code it had — `call
 //! __fentry__`, `call mcount`, an XRay sled's jump — not with our NOPs.
 //!
-//! Only sites whose original form differs from the canonical NOP are kept
+//! Every site's record keeps its original bytes (`Site::orig`); only the
+//! sites whose original form differs from the canonical NOP are written
 //! (`-fpatchable-function-entry` NOPs are already canonical). Both ways go
 //! through a live [`Batch`]: each site is verified, then written with the
 //! breakpoint protocol while the program's threads run.
@@ -31,46 +32,55 @@ impl State {
         let patcher = self.patcher;
         let mut writer = self.writer;
         writer.live = true;
-        for module in self.mods.iter_mut().flatten() {
-            if module.originals.is_empty() {
+        let ids: Vec<usize> = self.core.modules().map(|(m, _)| m).collect();
+        for m in ids {
+            let (Some(module), Some(records)) = (self.mods[m].as_ref(), self.core.module(m)) else {
                 continue;
-            }
+            };
             let ranges = text::ranges(&module.loaded);
-            let mut batch = Batch::new(&ranges, writer, module.originals.len());
-            let mut keys = Vec::with_capacity(module.originals.len());
-            for &(addr, orig) in &module.originals {
-                let Ok(i) = module.sites.binary_search_by_key(&addr, |s| s.addr) else {
-                    continue;
-                };
-                let site = module.sites[i];
+            let mut batch = Batch::new(&ranges, writer, 0);
+            // (site, bytes written) of the pokes the batch took.
+            let mut taken: Vec<(usize, Code)> = Vec::new();
+            for (i, record) in records.sites.iter().enumerate() {
+                let site = &record.data;
                 let Ok(nop) = patcher.make_nop(site.shape, site.cur.len()) else {
                     continue;
                 };
-                let (old, new): (Code, Code) = if original { (nop, orig) } else { (orig, nop) };
+                if site.orig == nop {
+                    continue;
+                }
+                let (old, new): (Code, Code) = if original {
+                    (nop, site.orig)
+                } else {
+                    (site.orig, nop)
+                };
                 if site.cur != old {
                     done.refused += 1;
                     continue;
                 }
                 let poke = Poke {
-                    addr,
+                    addr: site.addr,
                     old,
                     new,
-                    resume: patcher.resume(site.shape, addr as u64, site.cur.len(), None),
+                    resume: patcher.resume(site.shape, site.addr as u64, site.cur.len(), None),
                 };
                 match batch.add(i, &poke) {
-                    Ok(()) => {
-                        module.sites[i].cur = new;
-                        keys.push(i);
-                    }
+                    Ok(()) => taken.push((i, new)),
                     Err(_) => done.refused += 1,
                 }
             }
+            if taken.is_empty() {
+                continue;
+            }
             let refused = batch.write(&mut self.stats.batch);
-            for r in &refused {
-                module.sites[r.key].cur = r.now;
+            for (i, new) in &taken {
+                let now = refused.iter().find(|r| r.key == *i).map_or(*new, |r| r.now);
+                if let Some(d) = self.core.site_data_mut(m, *i) {
+                    d.cur = now;
+                }
             }
             done.refused += refused.len();
-            done.written += keys.len() - refused.len();
+            done.written += taken.len() - refused.len();
         }
         done
     }

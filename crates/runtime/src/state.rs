@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 
 use fntrace_arch::{BreakpointPatcher, Code, Shape, SlotLayout};
-use fntrace_core::{Change, Core, OpsId, Role, Target, MAX_OPS};
+use fntrace_core::{Change, Core, OpsId, SiteRecord, Target, MAX_OPS};
 use fntrace_sites::filter::Filter;
 use fntrace_sites::SiteKind;
 
@@ -13,27 +13,39 @@ use crate::error::{Error, Result};
 use crate::index::{self, SiteWords};
 use crate::mirror::Mirror;
 use crate::modules::Loaded;
-use crate::ops::{RawOps, FL_IPMODIFY, FL_SAVE_REGS, LIST_OPS};
+use crate::ops::{RawOps, SlotSite, LIST_OPS};
 use crate::pool::Pool;
 use crate::routines::{routine, Variant};
 use crate::text::{self, Batch, BatchStats, Poke, Writer};
 
-/// A site as the runtime knows it.
+/// The runtime's part of a site's record (the core's [`SiteRecord`] holds
+/// it as `data`, beside who wants the site and what is in effect): one
+/// record per site.
 #[derive(Debug, Clone, Copy)]
 pub struct Site {
     /// First byte, runtime address.
     pub addr: usize,
     /// How it is switched.
     pub shape: Shape,
-    /// Entry, mcount or exit.
-    pub role: Role,
     /// The kind of instrumentation.
     pub kind: SiteKind,
     /// The bytes there now.
     pub cur: Code,
-    /// Its function's id (`tracer::fids::NO_FID` if none).
+    /// The bytes the compiler left there (given back at a detach:
+    /// `originals.rs`).
+    pub orig: Code,
+    /// Its function's id ([`NO_FID`] if none).
     pub fid: u32,
+    /// Its own trampoline slot, if a client asked for one (an ops's
+    /// per-site slot: `ops::SiteSlot`); 0: none yet.
+    pub slot: usize,
 }
+
+/// A site's record: the core's decisions and the runtime's [`Site`].
+pub type Record = SiteRecord<Site>;
+
+/// The function id of a site outside every function.
+pub const NO_FID: u32 = fntrace_format::event::MAX_FID;
 
 /// A function of a loaded module, by function id.
 #[derive(Debug, Clone)]
@@ -44,8 +56,8 @@ pub struct FunctionRecord {
     pub address: u64,
     /// Size in bytes.
     pub size: u64,
-    /// Symbol name.
-    pub name: String,
+    /// Symbol name (shared with the core's module).
+    pub name: std::sync::Arc<str>,
 }
 
 /// A loaded module and what the runtime made for it.
@@ -53,22 +65,13 @@ pub struct FunctionRecord {
 pub struct ModState {
     /// Where it is.
     pub loaded: Loaded,
-    /// Its sites (same order as the core's records).
-    pub sites: Vec<Site>,
-    /// Words shared with lock-free readers.
+    /// Words shared with lock-free readers, derived from the records.
     pub words: &'static SiteWords,
     /// The id of its first function.
     pub fid_base: u32,
-    /// (address, bytes) of the sites whose original bytes were not their
-    /// canonical NOP, in address order (`originals.rs`); kept only in an
-    /// attached runtime, the one that can detach.
-    pub originals: Vec<(usize, Code)>,
     pools: Vec<Pool>,
     /// Slots by ops and routine: a few per ops, searched in order.
     slots: Vec<(SlotKey, usize)>,
-    /// Per-site slots of the tracer's fast path, by site index (kept; 0:
-    /// none yet; empty until the first).
-    site_slots: Vec<usize>,
     /// The mirror of its punned sites (`mirror.rs`), if any.
     mirror: Option<Mirror>,
 }
@@ -78,23 +81,14 @@ type SlotKey = (usize, Variant);
 
 impl ModState {
     /// A module with no pool yet.
-    pub fn new(
-        loaded: Loaded,
-        sites: Vec<Site>,
-        fid_base: u32,
-        originals: Vec<(usize, Code)>,
-        mirror: Option<Mirror>,
-    ) -> ModState {
-        let words = SiteWords::leak(sites.iter().map(|s| s.fid).collect());
+    pub fn new(loaded: Loaded, records: &[Record], fid_base: u32, mirror: Option<Mirror>) -> ModState {
+        let words = SiteWords::leak(records.iter().map(|r| r.data.fid).collect());
         ModState {
             loaded,
-            sites,
             words,
             fid_base,
-            originals,
             pools: Vec::new(),
             slots: Vec::new(),
-            site_slots: Vec::new(),
             mirror,
         }
     }
@@ -134,26 +128,6 @@ impl ModState {
         }
         let slot = self.new_slot(layout, key.0, routine(key.1))?;
         self.slots.push((key, slot));
-        Ok(slot)
-    }
-
-    /// The slot of site `i` with its own data word: the tracer's fast path
-    /// reads the function id from it.
-    fn site_slot(
-        &mut self,
-        layout: &SlotLayout,
-        i: usize,
-        data: usize,
-        target: usize,
-    ) -> Result<usize, String> {
-        if let Some(&slot) = self.site_slots.get(i).filter(|&&s| s != 0) {
-            return Ok(slot);
-        }
-        let slot = self.new_slot(layout, data, target)?;
-        if self.site_slots.len() <= i {
-            self.site_slots.resize(self.sites.len().max(i + 1), 0);
-        }
-        self.site_slots[i] = slot;
         Ok(slot)
     }
 }
@@ -197,8 +171,8 @@ pub struct Handle {
 
 /// Everything the runtime owns.
 pub struct State {
-    /// The decisions.
-    pub core: Core,
+    /// The decisions, and the record of every site.
+    pub core: Core<Site>,
     /// Modules by core id.
     pub mods: Vec<Option<ModState>>,
     /// The arch verbs.
@@ -217,17 +191,37 @@ pub struct State {
     pub functions: Vec<FunctionRecord>,
 }
 
-fn regs_of(ops: &RawOps) -> bool {
-    ops.flags & (FL_SAVE_REGS | FL_IPMODIFY) != 0
-}
-
 impl State {
+    /// A state with nothing taken in yet, patching through `patcher`;
+    /// `live`: other threads may run the code it writes.
+    pub fn new(patcher: &'static dyn BreakpointPatcher, sync: crate::sys::SyncMethod, live: bool) -> State {
+        State {
+            core: Core::default(),
+            mods: Vec::new(),
+            patcher,
+            layout: patcher.slot_layout(),
+            writer: Writer {
+                live,
+                sync,
+                scratch: crate::sys::scratch_page(),
+                breakpoint: patcher.breakpoint(),
+            },
+            stats: Stats::default(),
+            handles: HashMap::new(),
+            by_id: [None; MAX_OPS],
+            functions: Vec::new(),
+        }
+    }
+
     /// Republishes the lock-free index of every site.
     pub fn publish_index(&self) {
         let mut entries = Vec::new();
-        for (m, module) in self.mods.iter().enumerate() {
-            let Some(module) = module else { continue };
-            for (i, site) in module.sites.iter().enumerate() {
+        for (m, records) in self.core.modules() {
+            let Some(module) = self.mods.get(m).and_then(Option::as_ref) else {
+                continue;
+            };
+            for (i, record) in records.sites.iter().enumerate() {
+                let site = &record.data;
                 let len = site.cur.len();
                 entries.push(index::Entry {
                     ip: self.patcher.return_address(site.shape, site.addr as u64, len) as usize,
@@ -279,7 +273,9 @@ impl State {
     }
 
     /// Applies the changes of one module (`changes`, all of it) in one
-    /// batch and commits them; says why in `refused` for those refused.
+    /// batch, then commits each once with its outcome (the kernel's
+    /// `ftrace_replace_code`, then `ftrace_update_record`); says why in
+    /// `refused` for those refused.
     fn apply_module(&mut self, changes: &[Change], refused: &mut Vec<String>) {
         let Some(m) = changes.first().map(|c| c.module) else {
             return;
@@ -287,36 +283,57 @@ impl State {
         let Some(module) = self.mods[m].as_mut() else {
             return;
         };
+        let Some(records) = self.core.module(m) else {
+            return;
+        };
         let patcher = self.patcher;
         let ranges = text::ranges(&module.loaded);
         let mut batch = Batch::new(&ranges, self.writer, changes.len());
-        let mut pokes = 0;
+        // Per change: the bytes it writes (None: nothing to write), or why not.
+        let mut planned: Vec<Result<Option<Code>, String>> = Vec::with_capacity(changes.len());
+        // Per-site slots made for this batch, kept once it is written.
+        let mut new_slots: Vec<(usize, usize)> = Vec::new();
         for (c, change) in changes.iter().enumerate() {
+            // The list walker must see a site's new set before the site
+            // calls the list (a refused change publishes its old set back).
             module.words.wanted[change.site].store(change.wanted, Ordering::Release);
             if change.from == change.to {
-                self.core.commit(change, true);
+                planned.push(Ok(None));
                 continue;
             }
-            let site = module.sites[change.site];
+            let record = &records.sites[change.site];
+            let site = record.data;
             let target = match change.to {
                 Target::Nop => Ok(None),
                 Target::Ops(id) => match self.by_id[id as usize] {
-                    Some(ops) => match crate::tracer::fast_slot(ops, &site) {
-                        Some((data, target)) => module.site_slot(&self.layout, change.site, data, target),
-                        None => {
-                            let variant = Variant {
-                                role: site.role,
-                                regs: regs_of(ops),
-                            };
-                            module.slot(&self.layout, (ops as *const RawOps as usize, variant))
+                    Some(ops) => {
+                        let wanted = SlotSite {
+                            role: record.role,
+                            shape: site.shape,
+                            fid: site.fid,
+                        };
+                        match ops.site_slot(&wanted) {
+                            Some(_) if site.slot != 0 => Ok(site.slot),
+                            Some((data, routine)) => {
+                                module.new_slot(&self.layout, data, routine).inspect(|&slot| {
+                                    new_slots.push((change.site, slot));
+                                })
+                            }
+                            None => {
+                                let variant = Variant {
+                                    role: record.role,
+                                    regs: ops.wants_regs(),
+                                };
+                                module.slot(&self.layout, (ops as *const RawOps as usize, variant))
+                            }
                         }
+                        .map(Some)
                     }
-                    .map(Some),
                     None => Err(format!("ops {id} has no callbacks")),
                 },
                 Target::List { regs } => {
                     let variant = Variant {
-                        role: site.role,
+                        role: record.role,
                         regs,
                     };
                     module
@@ -327,7 +344,7 @@ impl State {
             let len = site.cur.len();
             let addr = site.addr as u64;
             let target = target.and_then(|t| t.map(|slot| module.call_target(&site, slot)).transpose());
-            let added = target.and_then(|t| {
+            planned.push(target.and_then(|t| {
                 let new = match t {
                     None => patcher.make_nop(site.shape, len),
                     Some(t) => patcher.make_call(site.shape, addr, len, t as u64),
@@ -339,32 +356,57 @@ impl State {
                     new,
                     resume: patcher.resume(site.shape, addr, len, t.map(|t| t as u64)),
                 };
-                pokes += 1;
-                batch.add(c, &poke).map(|()| new)
-            });
-            // Committed now, while the site's records are in cache, and
-            // taken back below if the batch cannot write it.
-            match added {
-                Ok(new) => {
-                    module.sites[change.site].cur = new;
-                    self.core.commit(change, true);
-                }
-                Err(e) => {
-                    self.core.commit(change, false);
-                    refused.push(e);
-                }
-            }
+                batch.add(c, &poke).map(|()| Some(new))
+            }));
         }
         module.pools.iter_mut().for_each(Pool::close);
-        if pokes == 0 {
-            return;
+        let writes = planned.iter().filter(|p| matches!(p, Ok(Some(_)))).count();
+        let mut written: Vec<(usize, Code)> = Vec::new();
+        if writes > 0 {
+            for r in batch.write(&mut self.stats.batch) {
+                written.push((r.key, r.now));
+                planned[r.key] = Err(r.reason);
+            }
+            self.stats.batches += 1;
         }
-        for r in batch.write(&mut self.stats.batch) {
-            let change = &changes[r.key];
-            module.sites[change.site].cur = r.now;
-            self.core.commit(change, false);
-            refused.push(r.reason);
+        // Commit: each change once, with what the batch did.
+        for (site, slot) in new_slots {
+            if let Some(d) = self.core.site_data_mut(m, site) {
+                d.slot = slot;
+            }
         }
-        self.stats.batches += 1;
+        let code = module.loaded.exec.clone();
+        for (c, (change, outcome)) in changes.iter().zip(planned).enumerate() {
+            let now = match &outcome {
+                Ok(new) => *new,
+                Err(_) => written
+                    .iter()
+                    .find(|(k, _)| *k == c)
+                    .map(|&(_, now)| now)
+                    .or_else(|| {
+                        // Refused before the write (not the bytes expected, no
+                        // slot...): the record learns what is there.
+                        let site = self.core.module(m)?.sites.get(change.site)?.data;
+                        let len = site.cur.len();
+                        let inside = code
+                            .iter()
+                            .any(|&(s, e, _)| site.addr >= s && site.addr + len <= e);
+                        // SAFETY: the bytes lie in an executable segment of a
+                        // loaded module (checked above); code is written only
+                        // under the state's lock, which we hold.
+                        inside.then(|| unsafe { text::read(site.addr, len) })
+                    }),
+            };
+            if let (Some(now), Some(d)) = (now, self.core.site_data_mut(m, change.site)) {
+                d.cur = now;
+            }
+            let applied = outcome.is_ok();
+            self.core.commit(change, applied);
+            if let Err(e) = outcome {
+                let published = self.core.module(m).map_or(0, |r| r.sites[change.site].published);
+                module.words.wanted[change.site].store(published, Ordering::Release);
+                refused.push(e);
+            }
+        }
     }
 }

@@ -28,8 +28,8 @@ pub const NOTRACE: u8 = 32;
 /// forced unwind (`pthread_exit`) runs its exit like an exception does.
 pub const CXX: u8 = 64;
 
-/// An id no function has (a site outside any symbol).
-pub const NO_FID: u32 = fntrace_format::event::MAX_FID;
+/// An id no function has (a site outside any symbol): the engine's.
+pub use crate::state::NO_FID;
 
 /// The table.
 #[derive(Debug, Default)]
@@ -122,13 +122,15 @@ pub fn publish(state: &State, graph: &Filter, notrace: &Filter, triggers: &[Trig
     };
     for (m, module) in state.mods.iter().enumerate() {
         let Some(module) = module else { continue };
-        let core = state.core.module(m);
-        for site in &module.sites {
-            if site.role == Role::Exit && (site.fid as usize) < n {
-                table.flags[site.fid as usize] |= HAS_EXIT;
+        let Some(core) = state.core.module(m) else {
+            continue;
+        };
+        for record in &core.sites {
+            let fid = record.data.fid as usize;
+            if record.role == Role::Exit && fid < n {
+                table.flags[fid] |= HAS_EXIT;
             }
         }
-        let Some(core) = core else { continue };
         for (i, symbol) in core.functions.iter().enumerate() {
             let fid = module.fid_base as usize + i;
             if fid < n && symbol.starts_with("_Z") {

@@ -23,7 +23,7 @@ use std::sync::{Mutex, Once};
 use fntrace_sites::filter::Filter;
 
 use crate::api::{self, Ops};
-use crate::ops::{Callback, RawOps, FL_RECURSION_SAFE};
+use crate::ops::{Callback, RawOps, SlotSite, FL_RECURSION_SAFE};
 use crate::routines::Regs;
 use crate::state::State;
 
@@ -277,6 +277,8 @@ pub fn start(var: &dyn Fn(&str) -> Option<String>, attached: bool) -> Result<(),
         writer::files().dir = Some(session.dir.clone());
     }
     *session::lock() = Some(session);
+    crate::notify::on_modules_added(on_modules);
+    give_unwind_hooks();
     api::with_state(|state| {
         on_modules(state);
         Ok(())
@@ -305,11 +307,12 @@ fn register(filter: &str, ops_notrace: &str) -> Result<(), String> {
         Tracer::Function => (graph::function_entry, None),
         _ => (graph::graph_entry, Some(graph::graph_exit)),
     };
-    let ops = Ops::new(
+    let ops = Ops::with_site_slots(
         Some(as_callback(entry)),
         exit.map(as_callback),
         std::ptr::null_mut(),
         FL_RECURSION_SAFE,
+        fast_slot,
     );
     ops.set_filter(filter, ops_notrace).map_err(|e| e.to_string())?;
     if config().fast {
@@ -383,19 +386,14 @@ pub fn stop() {
     ending::uninstall();
 }
 
-/// The unwinder entry points the runtime wraps (`unwind.rs`), by index.
-pub fn unwind_names() -> [&'static str; 6] {
-    unwind::names()
-}
-
-/// Their wrappers.
-pub fn unwind_wrappers() -> [usize; 6] {
-    unwind::wrappers()
-}
-
-/// Sets the real function behind wrapper `which`.
-pub fn set_unwind_real(which: usize, addr: usize) {
-    unwind::set_real(which, addr);
+/// Gives the engine the unwinder entry points the tracer wraps
+/// (`unwind.rs`), to hook in a process it was attached to (`gothook.rs`).
+fn give_unwind_hooks() {
+    crate::gothook::set_client(crate::gothook::ClientHooks {
+        names: unwind::names().to_vec(),
+        wrappers: unwind::wrappers().to_vec(),
+        set_real: unwind::set_real,
+    });
 }
 
 /// How many threads have frames on their shadow stack: calls entered while
@@ -412,8 +410,9 @@ pub fn threads_inside() -> usize {
 static FAST_OPS: AtomicUsize = AtomicUsize::new(0);
 
 /// For a site of the tracer's ops that the fast entry path can serve: the
-/// slot's data word (the `ENTRY` event word of its function) and routine.
-pub fn fast_slot(ops: &RawOps, site: &crate::state::Site) -> Option<(usize, usize)> {
+/// slot's data word (the `ENTRY` event word of its function) and routine
+/// (the ops's [`crate::ops::SiteSlot`]).
+fn fast_slot(ops: &RawOps, site: &SlotSite) -> Option<(usize, usize)> {
     let fast_ops = FAST_OPS.load(Ordering::Acquire);
     if fast_ops == 0 || ops as *const RawOps as usize != fast_ops || site.fid == fids::NO_FID {
         return None;
@@ -440,9 +439,10 @@ pub fn fast_slot(ops: &RawOps, site: &crate::state::Site) -> Option<(usize, usiz
     }
 }
 
-/// Called with the state locked when modules were added: new function ids
-/// get their flags, and their names go to `functions.tsv`.
-pub fn on_modules(state: &State) {
+/// Called with the state locked when modules were added (subscribed to the
+/// engine's notification: `notify.rs`): new function ids get their flags,
+/// and their names go to `functions.tsv`.
+fn on_modules(state: &State) {
     let Some(cfg) = configured() else { return };
     FUNCTIONS.store(state.functions.len(), Ordering::Relaxed);
     fids::publish(state, &cfg.graph, &cfg.notrace, &cfg.triggers);

@@ -100,7 +100,7 @@ extern "C" fn child() {
         };
         // SAFETY: getpid cannot fail.
         PID.store(unsafe { libc::getpid() } as u32, Ordering::Relaxed);
-        if crate::attach::attached() {
+        if crate::presence::attached() {
             // A child of a process we attached to: no one can detach it, so
             // it records nothing (its sites stay as they are: every
             // trampoline is in its copy of memory; an `exec` ends that).

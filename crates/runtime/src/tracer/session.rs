@@ -133,7 +133,7 @@ impl Session {
                     module: f.module.to_string(),
                     address: f.address,
                     size: f.size,
-                    name: f.name.clone(),
+                    name: f.name.to_string(),
                 }
                 .to_line(),
             );
@@ -147,20 +147,17 @@ impl Session {
         let mut patched = 0u64;
         for (m, module) in state.mods.iter().enumerate() {
             let Some(module) = module else { continue };
-            for site in &module.sites {
-                *kinds.entry(site.kind.as_str().to_string()).or_insert(0u64) += 1;
-            }
-            if let Some(core) = state.core.module(m) {
-                patched += core
-                    .sites
-                    .iter()
-                    .filter(|s| s.in_effect != fntrace_core::Target::Nop)
-                    .count() as u64;
+            let Some(records) = state.core.module(m) else {
+                continue;
+            };
+            for record in &records.sites {
+                *kinds.entry(record.data.kind.as_str().to_string()).or_insert(0u64) += 1;
+                patched += u64::from(record.in_effect != fntrace_core::Target::Nop);
             }
             modules.push(ModuleInfo {
                 path: module.loaded.path.clone(),
                 bias: module.loaded.bias as u64,
-                sites: module.sites.len() as u64,
+                sites: records.sites.len() as u64,
             });
         }
         self.info.sites = state.stats.sites as u64;
