@@ -26,7 +26,7 @@ use fntrace_format::event::Kind;
 
 use super::fids::{self, DEPTH, GRAPH, HAS_EXIT, NOTRACE, TRACE_OFF, TRACE_ON};
 use super::thread::{
-    self, Frame, Thread, F_DEPTH, F_FORCED, F_GRAPH, F_HIJACKED, F_NOTRACE, F_RESTORED, SHADOW,
+    self, Frame, Owner, F_DEPTH, F_FORCED, F_GRAPH, F_HIJACKED, F_NOTRACE, F_RESTORED, SHADOW,
 };
 use super::{clock, config, profile, Tracer};
 use crate::ops::RawOps;
@@ -56,13 +56,13 @@ pub unsafe extern "C" fn graph_entry(
     _: *mut Regs,
     slot: *mut usize,
 ) {
-    let Some(t) = thread::enter() else { return };
+    let Some(mut t) = thread::enter() else { return };
     let now = clock::now();
     let fid = fids::of_ip(ip);
     let slot = slot as usize;
-    drop_stale(t, slot, now, true);
+    drop_stale(&mut t, slot, now, true);
     // SAFETY: `slot` is the traced function's return slot on this stack.
-    unsafe { enter_frame(t, fid, slot, now) };
+    unsafe { enter_frame(&mut t, fid, slot, now) };
     t.leave();
 }
 
@@ -74,18 +74,18 @@ pub unsafe extern "C" fn graph_exit(
     _: *mut Regs,
     slot: *mut usize,
 ) {
-    let Some(t) = thread::enter_exit() else { return };
+    let Some(mut t) = thread::enter_exit() else { return };
     let now = clock::now();
     let fid = fids::of_ip(ip);
     let slot = slot as usize;
-    drop_stale(t, slot, now, false);
+    drop_stale(&mut t, slot, now, false);
     if let Some(top) = t.top() {
         if top.slot == slot && top.fid == fid && top.flags & F_HIJACKED == 0 {
             // SAFETY: `ip` is the code right after the exit site, in a
             // mapped executable segment.
             if unsafe { is_return(ip) } {
                 t.pop_frame();
-                close(t, top, Kind::Exit, now);
+                close(&mut t, top, Kind::Exit, now);
             } else {
                 // A tail call (XRay tail sled, or a return site before a
                 // `jmp`): the function ends when its callee returns, into
@@ -125,17 +125,17 @@ pub unsafe extern "C" fn function_entry(
     _: *mut Regs,
     _: *mut usize,
 ) {
-    let Some(t) = thread::enter() else { return };
+    let Some(mut t) = thread::enter() else { return };
     let now = clock::now();
     let fid = fids::of_ip(ip);
-    if triggers(t, fid, now) {
+    if triggers(&mut t, fid, now) {
         t.emit(Kind::EntryCaller, fid, now, Some(parent as u64));
     }
     t.leave();
 }
 
 /// Applies `fid`'s `trace_on`/`trace_off` triggers; whether tracing is on.
-fn triggers(t: &mut Thread, fid: u32, now: u64) -> bool {
+fn triggers(t: &mut Owner, fid: u32, now: u64) -> bool {
     let cfg = config();
     let flags = fids::flags(fid);
     if flags & (TRACE_ON | TRACE_OFF) != 0 {
@@ -167,7 +167,7 @@ fn gone_kind(f: &Frame) -> Kind {
 /// the same stack; a handler running on the alternate signal stack ends
 /// none of the frames it interrupted.
 #[inline]
-fn drop_stale(t: &mut Thread, slot: usize, now: u64, entry: bool) {
+fn drop_stale(t: &mut Owner, slot: usize, now: u64, entry: bool) {
     // The common cases, a frame of an outer call on top (or, at a return,
     // the returning call's): one look.
     if t.top_slot()
@@ -179,7 +179,7 @@ fn drop_stale(t: &mut Thread, slot: usize, now: u64, entry: bool) {
 }
 
 #[cold]
-fn drop_gone(t: &mut Thread, slot: usize, now: u64, entry: bool) {
+fn drop_gone(t: &mut Owner, slot: usize, now: u64, entry: bool) {
     let mut alt: Option<Option<(usize, usize, bool)>> = None;
     while let Some(top) = t.top() {
         let gone = top.slot < slot
@@ -208,11 +208,11 @@ fn drop_gone(t: &mut Thread, slot: usize, now: u64, entry: bool) {
 /// it) and `current`, the slot of the event being handled — are left
 /// alone: those bytes are ours now.
 ///
-/// The address is also parked ([`Thread::park`]): a copy of the slot made
+/// The address is also parked ([`Owner::park`]): a copy of the slot made
 /// before (a context switch tail-called from the function saved the
 /// trampoline's address as where to resume) still returns through the
 /// trampoline, which then finds it there.
-fn release(t: &mut Thread, f: &Frame, current: usize) {
+fn release(t: &mut Owner, f: &Frame, current: usize) {
     if f.flags & F_HIJACKED == 0 || f.flags & F_RESTORED != 0 || f.slot == 0 || is_handler(f.orig) {
         return;
     }
@@ -237,7 +237,7 @@ fn release(t: &mut Thread, f: &Frame, current: usize) {
 ///
 /// # Safety
 /// `slot` is the return slot of the call being entered, on this stack.
-unsafe fn enter_frame(t: &mut Thread, fid: u32, slot: usize, now: u64) {
+unsafe fn enter_frame(t: &mut Owner, fid: u32, slot: usize, now: u64) {
     let cfg = config();
     let flags = fids::flags(fid);
     if !triggers(t, fid, now) {
@@ -250,7 +250,9 @@ unsafe fn enter_frame(t: &mut Thread, fid: u32, slot: usize, now: u64) {
         return;
     }
     if t.depth() >= SHADOW {
-        t.untraced.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        t.shared()
+            .untraced
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return;
     }
     let mut f = Frame {
@@ -302,7 +304,7 @@ unsafe fn enter_frame(t: &mut Thread, fid: u32, slot: usize, now: u64) {
 
 /// Pushes `f`, then (with `hijack`) puts the trampoline in its slot: a
 /// frame is on the shadow stack before its return can need it.
-fn push_hijacked(t: &mut Thread, f: Frame, hijack: bool) {
+fn push_hijacked(t: &mut Owner, f: Frame, hijack: bool) {
     t.push_frame(f);
     if hijack {
         // SAFETY: the traced function's return slot, whose address `f.orig`
@@ -312,7 +314,7 @@ fn push_hijacked(t: &mut Thread, f: Frame, hijack: bool) {
 }
 
 /// Ends a popped frame: its event, its accounting.
-fn close(t: &mut Thread, f: Frame, kind: Kind, now: u64) {
+fn close(t: &mut Owner, f: Frame, kind: Kind, now: u64) {
     let cfg = config();
     if f.flags & F_NOTRACE != 0 {
         t.hidden = t.hidden.saturating_sub(1);
@@ -342,13 +344,13 @@ fn close(t: &mut Thread, f: Frame, kind: Kind, now: u64) {
 /// Called by the return trampoline with the slot the traced function
 /// returned from: closes its frame and gives the real return address.
 pub extern "C" fn graph_return(slot: usize) -> usize {
-    let Some((t, was)) = thread::for_return() else {
+    let Some((mut t, was)) = thread::for_return() else {
         lost_return();
     };
     let now = clock::now();
-    drop_stale(t, slot, now, false);
+    drop_stale(&mut t, slot, now, false);
     if t.top_slot().is_some_and(|top| top != slot) {
-        end_other_stacks(t, slot, now);
+        end_other_stacks(&mut t, slot, now);
     }
     let mut ret = 0;
     while let Some(top) = t.top() {
@@ -356,7 +358,7 @@ pub extern "C" fn graph_return(slot: usize) -> usize {
             break;
         }
         t.pop_frame();
-        close(t, top, Kind::Exit, now);
+        close(&mut t, top, Kind::Exit, now);
         if top.flags & F_HIJACKED != 0 && !is_handler(top.orig) {
             ret = top.orig;
             break;
@@ -378,7 +380,7 @@ pub extern "C" fn graph_return(slot: usize) -> usize {
 /// coroutine switched away from, a signal handler's stack left): they end
 /// here.
 #[cold]
-fn end_other_stacks(t: &mut Thread, slot: usize, now: u64) {
+fn end_other_stacks(t: &mut Owner, slot: usize, now: u64) {
     if let Some(i) = (0..t.depth()).rev().find(|&i| t.frame(i).slot == slot) {
         while t.depth() > i + 1 {
             let Some(f) = t.pop_frame() else { break };
@@ -399,11 +401,11 @@ fn lost_return() -> ! {
 /// unwinder walks the stack (an exception, `pthread_exit`): frames below
 /// `sp` are gone; the others stay open and end when found gone later.
 pub extern "C" fn restore_all(sp: usize, forced: bool) {
-    let Some((t, was)) = thread::for_return() else {
+    let Some((mut t, was)) = thread::for_return() else {
         return;
     };
     let now = clock::now();
-    drop_stale(t, sp, now, false);
+    drop_stale(&mut t, sp, now, false);
     for i in 0..t.depth() {
         let f = t.frame(i);
         if f.flags & F_HIJACKED != 0 && f.flags & F_RESTORED == 0 {
@@ -434,7 +436,7 @@ pub extern "C" fn restore_all(sp: usize, forced: bool) {
 /// those frames end when found gone, as after `pthread_exit`. Frames put
 /// back already (an exception's) are left as they are.
 pub fn restore_for_walk() {
-    let Some((t, was)) = thread::for_return() else {
+    let Some((mut t, was)) = thread::for_return() else {
         return;
     };
     for i in 0..t.depth() {
@@ -460,11 +462,11 @@ pub fn restore_for_walk() {
 /// stack pointer is `sp`): frames below `sp` were unwound and end now;
 /// the frames above survive, so their returns are hijacked again.
 pub extern "C" fn catch(sp: usize) {
-    let Some((t, was)) = thread::for_return() else {
+    let Some((mut t, was)) = thread::for_return() else {
         return;
     };
     let now = clock::now();
-    drop_stale(t, sp, now, false);
+    drop_stale(&mut t, sp, now, false);
     let handler = handler();
     for i in 0..t.depth() {
         let f = t.frame(i);
@@ -493,9 +495,11 @@ pub extern "C" fn catch(sp: usize) {
 
 /// A thread ends: its frames still open (left by `pthread_exit`, or by a
 /// start routine that never returned through the trampoline) end here.
-pub fn thread_end(t: &mut Thread) {
+pub fn thread_end(t: &mut Owner) {
     let now = clock::now();
-    t.busy = sys::stack_pointer();
+    t.shared()
+        .busy
+        .store(sys::stack_pointer(), std::sync::atomic::Ordering::Relaxed);
     while let Some(top) = t.pop_frame() {
         close(t, top, gone_kind(&top), now);
     }

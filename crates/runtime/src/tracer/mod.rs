@@ -465,9 +465,9 @@ pub fn flush_all(ended: bool) {
     let t = thread::current_raw();
     if !t.is_null() {
         // SAFETY: this thread's own state; no event is being written (we are
-        // not inside the tracer).
-        let t = unsafe { &mut *t };
-        if t.chunk != usize::MAX && t.used() > 0 {
+        // not inside the tracer): no other `Owner` of it is live.
+        let mut t = unsafe { thread::Owner::new(t) };
+        if t.shared().chunk.load(Ordering::Relaxed) != usize::MAX && t.shared().used() > 0 {
             let _ = t.switch();
         }
     }

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, Once, OnceLock};
 
 use super::session::{self, Session};
-use super::thread::{self, THREADS};
+use super::thread;
 use super::writer::{self, Files};
 use crate::state::State;
 
@@ -70,9 +70,10 @@ pub fn on_thread_start() {
 unsafe extern "C" fn thread_end(_: *mut c_void) {
     let t = thread::current_raw();
     if !t.is_null() {
-        // SAFETY: this thread's own state, not in use (the thread is ending).
-        let t = unsafe { &mut *t };
-        super::graph::thread_end(t);
+        // SAFETY: this thread's own state, not in use (the thread is
+        // ending, outside the tracer): no other `Owner` of it is live.
+        let mut t = unsafe { thread::Owner::new(t) };
+        super::graph::thread_end(&mut t);
         t.end();
     }
 }
@@ -111,16 +112,7 @@ extern "C" fn child() {
             return;
         }
         // Only this thread lives on; its buffered events are the parent's.
-        let me = thread::current_raw();
-        if !me.is_null() {
-            // SAFETY: this thread's own state.
-            unsafe {
-                (*me).next = std::ptr::null_mut();
-                (*me).tid = crate::sys::gettid();
-                (*me).reset_buffers();
-            }
-        }
-        THREADS.store(me, Ordering::Release);
+        thread::keep_only(thread::current_raw());
         let old = session.as_ref().map(|s| (s.root.clone(), s.name.clone()));
         if let Some((root, name)) = old {
             let tracer = super::tracer_name(super::config().kind);

@@ -41,7 +41,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::thread::{self, Frame, Thread};
+use super::thread::{self, Frame, Owner};
 use crate::sys;
 
 /// One function's numbers in one thread (ticks): one cache line. Written
@@ -101,16 +101,16 @@ pub fn sink() -> usize {
     &SINK as *const Cell as usize
 }
 
-fn cell(t: &mut Thread, fid: u32) -> Option<&'static Cell> {
+fn cell(t: &mut Owner, fid: u32) -> Option<&'static Cell> {
     if fid == super::fids::NO_FID {
         return None;
     }
     let fid = fid as usize;
-    let mut len = t.profile_len.load(Ordering::Relaxed) as usize;
+    let mut len = t.shared().profile_len.load(Ordering::Relaxed) as usize;
     if fid >= len {
         let new_len = (super::function_count().max(fid + 1) * 2).max(1024);
         let p = sys::map_anon(new_len * std::mem::size_of::<Cell>())? as *mut Cell;
-        let old = t.profile.load(Ordering::Relaxed);
+        let old = t.shared().profile.load(Ordering::Relaxed);
         if !old.is_null() {
             // SAFETY: both tables hold at least `len` cells; the old one is
             // kept (the exit report may read it), so the copy is of live data.
@@ -124,17 +124,17 @@ fn cell(t: &mut Thread, fid: u32) -> Option<&'static Cell> {
                 }
             }
         }
-        t.profile.store(p, Ordering::Release);
-        t.profile_len.store(new_len as u64, Ordering::Release);
+        t.shared().profile.store(p, Ordering::Release);
+        t.shared().profile_len.store(new_len as u64, Ordering::Release);
         len = new_len;
     }
     debug_assert!(fid < len);
     // SAFETY: `fid < len` cells of a table that is never unmapped.
-    Some(unsafe { &*t.profile.load(Ordering::Relaxed).add(fid) })
+    Some(unsafe { &*t.shared().profile.load(Ordering::Relaxed).add(fid) })
 }
 
 /// A call of `fid` begins; its frame is the thread's top one.
-pub fn enter(t: &mut Thread, fid: u32) {
+pub fn enter(t: &mut Owner, fid: u32) {
     let Some(i) = t.depth().checked_sub(1) else { return };
     let (cell, total0) = match cell(t, fid) {
         Some(c) => (c as *const Cell as usize, c.total.load(Ordering::Relaxed)),
@@ -147,7 +147,7 @@ pub fn enter(t: &mut Thread, fid: u32) {
 
 /// The call of frame `f` (popped: the caller's is the top one) ended
 /// after `dur` ticks.
-pub fn exit(t: &mut Thread, f: &Frame, dur: u64) {
+pub fn exit(t: &mut Owner, f: &Frame, dur: u64) {
     let add = |a: &AtomicU64, v: u64| a.store(a.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
     if let Some(d) = t.depth().checked_sub(1) {
         let caller = t.frame(d).cell;

@@ -12,7 +12,7 @@
 //! instruction of the thread, the tracer's own included. The fast paths
 //! (`asm.rs`) are made for that: each writes its event past the write
 //! pointer and its frame past the depth — places nobody reads yet — and
-//! publishes both with one compare-exchange of the [`Thread::cursor`] word
+//! publishes both with one compare-exchange of the [`Shared::cursor`] word
 //! (write pointer and depth together). A handler that ran in between moved
 //! the cursor: the exchange fails and the path starts again, after the
 //! handler's events. The exchange must see every handler's work: the
@@ -31,7 +31,18 @@
 //! closed (`fend` 0); a handler's traced call meanwhile is not traced
 //! (counted in `untraced`), and a generic path left by `siglongjmp` is
 //! recognised by a stack pointer above the one it recorded.
+//!
+//! **Who refers to what.** A thread's state is two parts ([`Thread`]): the
+//! [`Shared`] part, which other threads read (the writer its chunks and
+//! cursor, an attach or `ctl` thread its depth, counts and `fend`), all
+//! atomics or words fixed at its making, referred to only shared; and the
+//! [`Own`] part, the generic path's bookkeeping, which only the thread
+//! reads, through its one [`Owner`] (made by `enter` and `for_return`
+//! while the busy mark keeps out any other). No `&mut` to memory another
+//! thread reads ever exists.
 
+use std::cell::UnsafeCell;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use fntrace_format::event::{self, Kind, MAX_DELTA_FROM_BASE};
@@ -126,20 +137,20 @@ const _: () = assert!(std::mem::offset_of!(Frame, fid) == 32);
 const _: () = assert!(std::mem::offset_of!(Frame, flags) == 36);
 const _: () = assert!(std::mem::offset_of!(Frame, cell) == 48);
 
-/// Offsets of [`Thread`] fields, for the assembly.
+/// Offsets of [`Thread`] fields, for the assembly (all in [`Shared`]).
 pub mod off {
     use super::Thread;
     use std::mem::offset_of;
     /// `cursor`.
-    pub const CURSOR: usize = offset_of!(Thread, cursor);
+    pub const CURSOR: usize = offset_of!(Thread, shared.cursor);
     /// `base`.
-    pub const BASE: usize = offset_of!(Thread, base);
+    pub const BASE: usize = offset_of!(Thread, shared.base);
     /// `fend`.
-    pub const FEND: usize = offset_of!(Thread, fend);
+    pub const FEND: usize = offset_of!(Thread, shared.fend);
     /// `profile`.
-    pub const PROFILE: usize = offset_of!(Thread, profile);
+    pub const PROFILE: usize = offset_of!(Thread, shared.profile);
     /// `profile_len`.
-    pub const PROFILE_LEN: usize = offset_of!(Thread, profile_len);
+    pub const PROFILE_LEN: usize = offset_of!(Thread, shared.profile_len);
 }
 
 /// The cursor: bits 0–31 the write pointer, in words from the thread's
@@ -184,87 +195,159 @@ pub const FRAMES_OFF: usize = HEAD + FRAME as usize;
 /// Where the chunks are, from the thread's head.
 pub const CHUNKS_OFF: usize = (FRAMES_OFF + SHADOW * FRAME as usize + PARKED * 16).next_multiple_of(4096);
 
-/// A traced thread. The first fields are read and written by the fast
-/// paths in assembly (`asm.rs`) at fixed offsets (see `off`).
+/// The cursor word with write pointer `words` (in words from the thread's
+/// head; 0: no chunk) and `depth` frames, following cursor `old`: its
+/// commit count one more.
+#[inline]
+pub const fn cursor_word(old: u64, words: u64, depth: usize) -> u64 {
+    let count = (old >> COUNT_SHIFT).wrapping_add(1) << COUNT_SHIFT;
+    count | (depth as u64 * FRAME) << DEPTH_SHIFT | words
+}
+
+/// Cursor `c` moved by `delta` (words, and frames in bytes), counted.
+#[inline]
+pub const fn cursor_bump(c: u64, delta: u64) -> u64 {
+    c.wrapping_add(delta).wrapping_add(1 << COUNT_SHIFT)
+}
+
+/// The frames in use in cursor `c`.
+#[inline]
+pub const fn cursor_depth(c: u64) -> usize {
+    (((c >> DEPTH_SHIFT) & DEPTH_MASK) / FRAME) as usize
+}
+
+/// The write pointer of cursor `c`, in words from the thread's head (0
+/// while no chunk is taken; the profiler's commit count in its threads).
+#[inline]
+pub const fn cursor_words(c: u64) -> u64 {
+    c as u32 as u64
+}
+
+/// A traced thread, at the head of its mapping. It is two parts, so that
+/// no reference to what another thread reads is ever unique:
+///
+/// - [`Shared`]: everything another thread reads or writes (the writer, an
+///   attach or `ctl` thread, a fork's child) and everything a signal
+///   handler on the thread reads before it may enter the tracer — atomics,
+///   and words fixed when the thread is made. Anyone may hold `&Shared`
+///   ([`all`]); the assembly's fields are here, at the offsets in [`off`].
+/// - [`Own`]: the generic path's bookkeeping of the shadow stack and of
+///   the settings, which only the thread itself reads. It sits in an
+///   `UnsafeCell` that no other thread refers into, and is reached only
+///   through an [`Owner`], which exists only while the thread holds its
+///   busy mark (`busy`): one at a time.
 #[repr(C)]
 pub struct Thread {
-    /// Where the next event word goes (the low 48 bits; 0 while no chunk
-    /// is taken) and how many frames are in use (above): one word, so that
-    /// an event and a frame are published together (module doc).
+    /// What every thread may read.
+    pub shared: Shared,
+    /// What only the owner reads (through an [`Owner`]).
+    own: UnsafeCell<Own>,
+}
+
+/// The part of a [`Thread`] other threads read: atomics, and words fixed
+/// at its making. Its first fields are read and written by the fast paths
+/// in assembly (`asm.rs`) at fixed offsets (see `off`). The owner alone
+/// writes most of them (through its [`Owner`]); other threads only read,
+/// except where a field says otherwise.
+#[repr(C)]
+pub struct Shared {
+    /// Where the next event word goes (the low 32 bits, in words from the
+    /// head; 0 while no chunk is taken) and how many frames are in use
+    /// (above): one word, so that an event and a frame are published
+    /// together (module doc).
     pub cursor: AtomicU64,
     /// The end of the current chunk minus room for one event with its
     /// payload and a `TIME` event (0 while no chunk is taken). Whoever
     /// changes it clears `fend`; `allow_fast` sets that again.
-    pub wend: usize,
+    pub wend: AtomicUsize,
     /// The tick event deltas count from: the chunk's start or the last
-    /// `TIME` event's (moved only by the generic path).
-    pub base: u64,
+    /// `TIME` event's (moved only by the generic path; the writer reads it
+    /// once the thread records no more).
+    pub base: AtomicU64,
+    /// Inside the tracer's generic path: its stack pointer then, else 0
+    /// (a signal handler's calls meanwhile are not traced).
+    pub busy: AtomicUsize,
+    /// The current chunk, or `usize::MAX` while dropping.
+    pub chunk: AtomicUsize,
+    /// The end the fast paths may write to: `wend` while they may run
+    /// (fast mode, not busy, not ended), else 0 — one comparison in the
+    /// assembly checks both that they may run and that the chunk has room.
+    /// The profiler's fast paths, which write no events, run while it is
+    /// [`FEND_PROFILE`]. Any thread may clear it (new settings, the end).
+    pub fend: AtomicUsize,
+    /// The profile table (one cell per function id).
+    pub profile: AtomicPtr<ProfileCell>,
+    /// Its length.
+    pub profile_len: AtomicU64,
+    /// Its id (a fork's child changes it: [`Shared::set_tid`]).
+    tid: AtomicU32,
+    /// The next chunk's sequence number.
+    pub seq: AtomicU32,
+    /// The thread has ended (its key destructor ran).
+    pub dead: AtomicBool,
+    /// Everything it recorded was written and its memory may go (the
+    /// writer sets it).
+    pub drained: AtomicBool,
+    /// Keep the oldest chunks? No: overwrite them (flight recorder).
+    pub flight: bool,
+    /// The chunk to try next while dropping.
+    pub next_chunk: AtomicUsize,
+    /// Events dropped since the last chunk started.
+    pub dropped: AtomicU64,
+    /// Events dropped in total.
+    pub lost_total: AtomicU64,
+    /// Calls not traced: the shadow stack was full, or a signal handler
+    /// called them while the thread was inside the tracer's generic path.
+    pub untraced: AtomicU64,
+    /// Words per chunk.
+    pub cap: usize,
+    /// The mapping holding the head, frames, parked pairs and chunk data.
+    pub data: *mut u8,
+    /// Its size.
+    pub data_len: usize,
+    /// The next thread in the registry.
+    next: AtomicPtr<Thread>,
+    /// The chunks.
+    pub chunks: [Chunk; NCHUNKS],
+}
+
+/// The part of a [`Thread`] only the thread itself reads: the generic
+/// path's view of its shadow stack and settings. Reached through an
+/// [`Owner`].
+pub struct Own {
     /// The shadow stack.
     pub frames: *mut Frame,
     /// Recorded frames (for `--depth`; the fast paths, which run only
     /// without a depth limit, leave it alone).
     pub recorded: u32,
-    /// The end the fast paths may write to: `wend` while they may run
-    /// (fast mode, not busy, not ended), else 0 — one comparison in the
-    /// assembly checks both that they may run and that the chunk has room.
-    /// The profiler's fast paths, which write no events, run while it is
-    /// [`FEND_PROFILE`].
-    pub fend: AtomicUsize,
-    /// Inside the tracer's generic path: its stack pointer then, else 0
-    /// (a signal handler's calls meanwhile are not traced).
-    pub busy: usize,
     /// The tracer's settings allow the fast paths.
     pub fast_mode: bool,
     /// ... and they are the profiler's (`fend` is then [`FEND_PROFILE`]).
     pub fast_profile: bool,
     /// The `GENERATION` of the settings `fast_mode` and `max_depth` came from.
     pub generation: u32,
-    /// Its id.
-    pub tid: u32,
-    /// The thread has ended (its key destructor ran).
-    pub dead: AtomicBool,
-    /// Everything it recorded was written and its memory may go.
-    pub drained: AtomicBool,
-    /// Words per chunk.
-    pub cap: usize,
-    /// The current chunk, or `usize::MAX` while dropping.
-    pub chunk: usize,
-    /// The chunk to try next while dropping.
-    pub next_chunk: usize,
-    /// The next chunk's sequence number.
-    pub seq: u32,
-    /// Events dropped since the last chunk started.
-    pub dropped: u64,
-    /// Events dropped in total.
-    pub lost_total: AtomicU64,
-    /// Keep the oldest chunks? No: overwrite them (flight recorder).
-    pub flight: bool,
-    /// The chunks.
-    pub chunks: [Chunk; NCHUNKS],
     /// Deepest recorded nesting allowed.
     pub max_depth: u32,
     /// Open `--graph-function` frames.
     pub inside: u32,
     /// Open `--notrace` frames.
     pub hidden: u32,
-    /// Calls not traced: the shadow stack was full, or a signal handler
-    /// called them while the thread was inside the tracer's generic path.
-    pub untraced: AtomicU64,
-    /// The profile table (one cell per function id).
-    pub profile: AtomicPtr<ProfileCell>,
-    /// Its length.
-    pub profile_len: AtomicU64,
-    /// The next thread in the registry.
-    pub next: *mut Thread,
     /// Real return addresses of frames ended without their return, by
     /// slot (a ring of [`PARKED`] pairs, in the data mapping): see `park`.
     pub parked: *mut [usize; 2],
     /// Pairs parked so far (the next goes at this modulo `PARKED`).
     pub parked_count: usize,
-    /// The mapping holding frames, parked pairs and chunk data.
-    pub data: *mut u8,
-    /// Its size.
-    pub data_len: usize,
+}
+
+/// The thread's own access to its state, while it is inside the tracer's
+/// generic path (from [`enter`] or [`for_return`] to `leave`): the
+/// [`Own`] part, mutable (it derefs to it), and the [`Shared`] part as
+/// every thread sees it. At most one exists per thread at a time: one is
+/// made only by the thread itself, when its busy mark was clear (or stale:
+/// the path that set it was left by `siglongjmp`, its `Owner` with it), and
+/// the mark is set until it leaves. Not `Send`.
+pub struct Owner {
+    t: NonNull<Thread>,
 }
 
 /// Every thread that ever traced, newest first (never unlinked).
@@ -287,17 +370,17 @@ pub fn current_raw() -> *mut Thread {
 /// state (made on first use), marked busy, or `None` if the thread is
 /// already inside the tracer (a signal handler interrupted it: the call is
 /// counted as not traced), has ended, or tracing has finished.
-pub fn enter() -> Option<&'static mut Thread> {
+pub fn enter() -> Option<Owner> {
     enter_at(true)
 }
 
 /// [`enter`] at an exit site: a call found inside the tracer is not counted
 /// again (its entry was, or was traced before the tracer was entered).
-pub fn enter_exit() -> Option<&'static mut Thread> {
+pub fn enter_exit() -> Option<Owner> {
     enter_at(false)
 }
 
-fn enter_at(entry: bool) -> Option<&'static mut Thread> {
+fn enter_at(entry: bool) -> Option<Owner> {
     let mut p = current_raw();
     if p.is_null() {
         if FINISHED.load(Ordering::Relaxed) {
@@ -305,15 +388,21 @@ fn enter_at(entry: bool) -> Option<&'static mut Thread> {
         }
         p = create()?;
     }
-    // SAFETY: `p` is this thread's state, only ever used by this thread
-    // (the writer touches only atomics and full chunks); `busy` keeps a
-    // signal handler from using it while we do.
-    let t = unsafe { &mut *p };
-    if t.busy != 0 && !t.reclaim() {
-        t.untraced.fetch_add(u64::from(entry), Ordering::Relaxed);
+    // SAFETY: a registered thread's head is never unmapped.
+    let s = unsafe { &(*p).shared };
+    let busy = s.busy.load(Ordering::Relaxed);
+    let reclaim = busy != 0 && stale(busy);
+    if busy != 0 && !reclaim {
+        s.untraced.fetch_add(u64::from(entry), Ordering::Relaxed);
         return None;
     }
-    if t.dead.load(Ordering::Relaxed) {
+    // SAFETY: this thread's state, and no `Owner` of it is live: the busy
+    // mark was clear, or stale (the path that held it is gone).
+    let mut t = unsafe { Owner::new(p) };
+    if reclaim {
+        t.reclaim();
+    }
+    if s.dead.load(Ordering::Relaxed) {
         return None;
     }
     let generation = super::GENERATION.load(Ordering::Acquire);
@@ -335,74 +424,110 @@ fn enter_at(entry: bool) -> Option<&'static mut Thread> {
         }
         t.recount(Some(cfg.max_depth));
     }
-    t.busy = sys::stack_pointer();
-    t.fend.store(0, Ordering::Relaxed);
+    t.mark_busy();
     if t.fast_profile
-        && t.chunk == usize::MAX
-        && t.cursor.load(Ordering::Relaxed) as u32 as u64 >= PROFILE_COMMITS
+        && s.chunk.load(Ordering::Relaxed) == usize::MAX
+        && cursor_words(s.cursor.load(Ordering::Relaxed)) >= PROFILE_COMMITS
     {
         // The profiler's commit count (no chunk is taken): back to 0.
-        t.set_cursor(0, t.depth());
+        s.set_cursor(0, s.depth());
     }
     Some(t)
 }
 
 /// The state for the paths that must run even inside the tracer (a
 /// hijacked function returning, an unwinder starting): marked busy, with
-/// the previous mark to give back to [`Thread::leave_to`].
+/// the previous mark to give back to [`Owner::leave_to`].
 #[inline]
-pub fn for_return() -> Option<(&'static mut Thread, usize)> {
+pub fn for_return() -> Option<(Owner, usize)> {
     let p = current_raw();
     if p.is_null() {
         return None;
     }
+    // SAFETY: a registered thread's head is never unmapped.
+    let busy = unsafe { &(*p).shared }.busy.load(Ordering::Relaxed);
+    let reclaim = busy != 0 && stale(busy);
     // SAFETY: as in `enter`; these paths run only when a traced frame
     // returns or an unwinder starts, never inside the tracer's own code
-    // (a stale mark left by `siglongjmp` is reclaimed).
-    let t = unsafe { &mut *p };
-    let was = if t.busy != 0 && t.reclaim() { 0 } else { t.busy };
-    t.busy = sys::stack_pointer();
-    t.fend.store(0, Ordering::Relaxed);
+    // (whose calls are not traced), so no `Owner` is live below them (a
+    // stale mark left by `siglongjmp` is reclaimed).
+    let mut t = unsafe { Owner::new(p) };
+    if reclaim {
+        t.reclaim();
+    }
+    let was = if reclaim { 0 } else { busy };
+    t.mark_busy();
     Some((t, was))
 }
 
-impl Thread {
+/// Whether the busy mark `busy` is stale: the generic path that set it was
+/// left without finishing (a signal handler interrupted it and jumped out
+/// with `siglongjmp`). Code nested in that path (a handler) runs below it
+/// on the same stack, or on the alternate signal stack; so the mark is
+/// stale if the stack pointer is now above it on the same stack, or if the
+/// mark is on the alternate stack and the thread is no longer on it.
+fn stale(busy: usize) -> bool {
+    let sp = sys::stack_pointer();
+    let alt = sys::alt_stack();
+    let on_alt = |a: usize| alt.is_some_and(|(start, end, _)| (start..end).contains(&a));
+    match (on_alt(busy), on_alt(sp)) {
+        (true, false) => true,
+        (false, true) => false,
+        _ => sp > busy,
+    }
+}
+
+impl Owner {
+    /// The owner's access to thread `p`.
+    ///
+    /// # Safety
+    /// `p` is the calling thread's registered state, and no other `Owner`
+    /// of it is live (its busy mark is clear or stale, or the thread is
+    /// ending, or recording is over and it is outside the tracer).
+    #[inline]
+    pub unsafe fn new(p: *mut Thread) -> Owner {
+        Owner {
+            // SAFETY: registered states are not null (the caller's word).
+            t: unsafe { NonNull::new_unchecked(p) },
+        }
+    }
+
+    /// The shared part, as every thread sees it.
+    #[inline]
+    pub fn shared(&self) -> &'static Shared {
+        // SAFETY: a registered thread's head is never unmapped; `Shared`
+        // is only ever referred to shared.
+        unsafe { &(*self.t.as_ptr()).shared }
+    }
+
+    /// Sets the busy mark (this path's stack pointer) and closes the fast
+    /// paths.
+    #[inline]
+    pub fn mark_busy(&self) {
+        let s = self.shared();
+        s.busy.store(sys::stack_pointer(), Ordering::Relaxed);
+        s.fend.store(0, Ordering::Relaxed);
+    }
+
     /// Leaves the tracer.
     #[inline]
-    pub fn leave(&mut self) {
+    pub fn leave(self) {
         self.leave_to(0);
     }
 
     /// Leaves a path entered with [`for_return`], giving back its mark.
     #[inline]
-    pub fn leave_to(&mut self, was: usize) {
-        self.busy = was;
+    pub fn leave_to(self, was: usize) {
+        self.shared().busy.store(was, Ordering::Relaxed);
         self.allow_fast();
     }
 
-    /// Whether the busy mark is stale: the generic path that set it was
-    /// left without finishing (a signal handler interrupted it and jumped
-    /// out with `siglongjmp`). Code nested in that path (a handler) runs
-    /// below it on the same stack, or on the alternate signal stack; so
-    /// the mark is stale if the stack pointer is now above it on the same
-    /// stack, or if the mark is on the alternate stack and the thread is
-    /// no longer on it. Then the mark is cleared and the counts the path
-    /// may have left half-done are taken again from the shadow stack.
-    fn reclaim(&mut self) -> bool {
-        let sp = sys::stack_pointer();
-        let alt = sys::alt_stack();
-        let on_alt = |a: usize| alt.is_some_and(|(start, end, _)| (start..end).contains(&a));
-        let stale = match (on_alt(self.busy), on_alt(sp)) {
-            (true, false) => true,
-            (false, true) => false,
-            _ => sp > self.busy,
-        };
-        if !stale {
-            return false;
-        }
-        self.busy = 0;
+    /// Clears a stale busy mark ([`stale`]); the counts the path it
+    /// belonged to may have left half-done are taken again from the
+    /// shadow stack.
+    fn reclaim(&mut self) {
+        self.shared().busy.store(0, Ordering::Relaxed);
         self.recount(None);
-        true
     }
 
     /// Takes the counts the generic path keeps (and the fast paths do not)
@@ -429,43 +554,7 @@ impl Thread {
     /// Frames in use.
     #[inline]
     pub fn depth(&self) -> usize {
-        (((self.cursor.load(Ordering::Relaxed) >> DEPTH_SHIFT) & DEPTH_MASK) / FRAME) as usize
-    }
-
-    /// Where the next event word goes (0 while no chunk is taken).
-    #[inline]
-    pub fn wptr(&self) -> usize {
-        match self.cursor.load(Ordering::Relaxed) as u32 {
-            0 => 0,
-            words => self.data as usize + words as usize * 8,
-        }
-    }
-
-    /// Publishes a new write pointer and depth (one store, counted).
-    #[inline]
-    fn set_cursor(&self, wptr: usize, depth: usize) {
-        let old = self.cursor.load(Ordering::Relaxed);
-        let words = if wptr == 0 {
-            0
-        } else {
-            (wptr - self.data as usize) as u64 / 8
-        };
-        let count = (old >> COUNT_SHIFT).wrapping_add(1) << COUNT_SHIFT;
-        self.cursor.store(
-            count | (depth as u64 * FRAME) << DEPTH_SHIFT | words,
-            Ordering::Release,
-        );
-    }
-
-    /// Moves the cursor by `delta` (words, and frames in bytes), counted:
-    /// one load and one store, the generic path being alone on the thread.
-    #[inline]
-    fn bump(&self, delta: u64) {
-        let c = self.cursor.load(Ordering::Relaxed);
-        self.cursor.store(
-            c.wrapping_add(delta).wrapping_add(1 << COUNT_SHIFT),
-            Ordering::Release,
-        );
+        self.shared().depth()
     }
 
     /// Pushes a frame: written first, then published.
@@ -473,14 +562,14 @@ impl Thread {
     pub fn push_frame(&mut self, f: Frame) {
         let depth = self.depth();
         *self.frame(depth) = f;
-        self.bump(FRAME << DEPTH_SHIFT);
+        self.shared().bump(FRAME << DEPTH_SHIFT);
     }
 
     /// Pops the innermost frame.
     #[inline]
     pub fn pop_frame(&mut self) -> Option<Frame> {
         let f = self.top()?;
-        self.bump((FRAME << DEPTH_SHIFT).wrapping_neg());
+        self.shared().bump((FRAME << DEPTH_SHIFT).wrapping_neg());
         Some(f)
     }
 
@@ -513,24 +602,17 @@ impl Thread {
     /// Lets the fast paths run again if nothing forbids them.
     #[inline]
     pub fn allow_fast(&self) {
+        let s = self.shared();
         let ok = self.fast_mode
-            && self.busy == 0
-            && !self.dead.load(Ordering::Relaxed)
+            && s.busy.load(Ordering::Relaxed) == 0
+            && !s.dead.load(Ordering::Relaxed)
             && !FINISHED.load(Ordering::Relaxed);
         let fend = match (ok, self.fast_profile) {
             (false, _) => 0,
-            (true, false) => self.wend,
+            (true, false) => s.wend.load(Ordering::Relaxed),
             (true, true) => FEND_PROFILE,
         };
-        self.fend.store(fend, Ordering::Relaxed);
-    }
-
-    /// Words written in the current chunk.
-    pub fn used(&self) -> usize {
-        if self.chunk == usize::MAX {
-            return 0;
-        }
-        (self.wptr() - self.chunks[self.chunk].data as usize) / 8
+        s.fend.store(fend, Ordering::Relaxed);
     }
 
     /// The frame `i` (0 = outermost).
@@ -567,10 +649,12 @@ impl Thread {
         if FINISHED.load(Ordering::Relaxed) {
             return;
         }
-        if self.chunk == usize::MAX || self.wptr() > self.wend {
+        let s = self.shared();
+        if s.chunk.load(Ordering::Relaxed) == usize::MAX || s.wptr() > s.wend.load(Ordering::Relaxed) {
             let Some(waited) = self.switch() else {
-                self.dropped += 1;
-                self.lost_total.fetch_add(1, Ordering::Relaxed);
+                let dropped = s.dropped.load(Ordering::Relaxed);
+                s.dropped.store(dropped + 1, Ordering::Relaxed);
+                s.lost_total.fetch_add(1, Ordering::Relaxed);
                 return;
             };
             if waited && matches!(kind, Kind::Entry | Kind::EntryCaller) {
@@ -579,14 +663,14 @@ impl Thread {
                 now = super::clock::now();
             }
         }
-        let start = self.wptr();
+        let start = s.wptr();
         let mut w = start;
         let mut put = |word: u64| {
             // SAFETY: `wptr <= wend`: four words fit below the chunk's end.
             unsafe { (w as *mut u64).write(word) };
             w += 8;
         };
-        let mut delta = now.wrapping_sub(self.base);
+        let mut delta = now.wrapping_sub(s.base.load(Ordering::Relaxed));
         if delta > MAX_DELTA_FROM_BASE {
             if (delta as i64) < 0 {
                 // Another core's counter is behind the base: the event is
@@ -595,7 +679,7 @@ impl Thread {
             } else {
                 put(event::TIME_WORD);
                 put(now);
-                self.base = now;
+                s.base.store(now, Ordering::Relaxed);
                 delta = 0;
             }
         }
@@ -603,7 +687,7 @@ impl Thread {
         if let Some(p) = payload {
             put(p);
         }
-        self.bump(((w - start) / 8) as u64);
+        s.bump(((w - start) / 8) as u64);
     }
 
     /// Closes the current chunk and takes the next one, if it is free
@@ -611,27 +695,29 @@ impl Thread {
     /// waiting for the writer to free it unless `--lossy`. `Some(waited)`
     /// when a chunk was taken; `None` when the events must be dropped.
     pub fn switch(&mut self) -> Option<bool> {
-        if self.chunk != usize::MAX {
-            let used = self.used();
-            let c = &self.chunks[self.chunk];
+        let s = self.shared();
+        let chunk = s.chunk.load(Ordering::Relaxed);
+        if chunk != usize::MAX {
+            let used = s.used();
+            let c = &s.chunks[chunk];
             c.len.store((used * 8) as u32, Ordering::Release);
             c.state.store(FULL, Ordering::Release);
-            self.next_chunk = (self.chunk + 1) % NCHUNKS;
-            self.chunk = usize::MAX;
-            self.set_cursor(0, self.depth());
-            self.wend = 0;
-            self.fend.store(0, Ordering::Relaxed);
+            s.next_chunk.store((chunk + 1) % NCHUNKS, Ordering::Relaxed);
+            s.chunk.store(usize::MAX, Ordering::Relaxed);
+            s.set_cursor(0, s.depth());
+            s.wend.store(0, Ordering::Relaxed);
+            s.fend.store(0, Ordering::Relaxed);
             super::writer::wake();
         }
-        let next = self.next_chunk;
-        let c = &self.chunks[next];
+        let next = s.next_chunk.load(Ordering::Relaxed);
+        let c = &s.chunks[next];
         let took = c
             .state
             .compare_exchange(FREE, FILLING, Ordering::Acquire, Ordering::Relaxed)
             .is_ok();
         let mut waited = false;
         if !took {
-            if self.flight {
+            if s.flight {
                 // The flight recorder overwrites the oldest chunk, zeroed
                 // first as the writer does the chunks it frees.
                 if c.state
@@ -640,52 +726,135 @@ impl Thread {
                 {
                     return None;
                 }
-                super::writer::clear(c, (self.cap * 8) as u32);
+                super::writer::clear(c, (s.cap * 8) as u32);
             } else if LOSSY.load(Ordering::Relaxed) || !wait_free(c) {
                 return None;
             } else {
                 waited = true;
             }
         }
-        c.seq.store(self.seq, Ordering::Relaxed);
+        c.seq.store(s.seq.load(Ordering::Relaxed), Ordering::Relaxed);
+        let dropped = s.dropped.load(Ordering::Relaxed);
         c.lost
-            .store(self.dropped.min(u32::MAX as u64) as u32, Ordering::Relaxed);
-        let flags = if self.flight {
+            .store(dropped.min(u32::MAX as u64) as u32, Ordering::Relaxed);
+        let flags = if s.flight {
             fntrace_format::chunk::FLAG_FLIGHT
         } else {
             0
         };
         c.flags.store(flags as u32, Ordering::Relaxed);
-        c.start.store(self.base, Ordering::Relaxed);
+        c.start.store(s.base.load(Ordering::Relaxed), Ordering::Relaxed);
         c.len.store(0, Ordering::Release);
-        self.seq += 1;
-        self.dropped = 0;
-        self.chunk = next;
-        self.wend = c.data as usize + (self.cap - 4) * 8;
-        self.set_cursor(c.data as usize, self.depth());
+        s.seq
+            .store(s.seq.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        s.dropped.store(0, Ordering::Relaxed);
+        s.chunk.store(next, Ordering::Relaxed);
+        s.wend.store(c.data as usize + (s.cap - 4) * 8, Ordering::Relaxed);
+        s.set_cursor(c.data as usize, s.depth());
         Some(waited)
     }
 
     /// Ends the thread's recording: its last chunk is handed to the writer.
     pub fn end(&mut self) {
-        self.fend.store(0, Ordering::Relaxed);
-        if self.chunk != usize::MAX {
-            let used = self.used();
-            let c = &self.chunks[self.chunk];
+        let s = self.shared();
+        s.fend.store(0, Ordering::Relaxed);
+        let chunk = s.chunk.load(Ordering::Relaxed);
+        if chunk != usize::MAX {
+            let used = s.used();
+            let c = &s.chunks[chunk];
             c.flags
                 .fetch_or(fntrace_format::chunk::FLAG_LAST as u32, Ordering::Relaxed);
             c.len.store((used * 8) as u32, Ordering::Release);
             c.state.store(FULL, Ordering::Release);
-            self.chunk = usize::MAX;
-            self.set_cursor(0, self.depth());
-            self.wend = 0;
+            s.chunk.store(usize::MAX, Ordering::Relaxed);
+            s.set_cursor(0, s.depth());
+            s.wend.store(0, Ordering::Relaxed);
         }
-        self.dead.store(true, Ordering::Release);
+        s.dead.store(true, Ordering::Release);
         super::writer::wake();
     }
+}
 
-    /// Throws away everything buffered (a forked child: the parent writes it).
-    pub fn reset_buffers(&mut self) {
+impl std::ops::Deref for Owner {
+    type Target = Own;
+    #[inline]
+    fn deref(&self) -> &Own {
+        // SAFETY: `Own` is referred to only through this thread's one
+        // `Owner` (its doc): no other reference to it is live.
+        unsafe { &*(*self.t.as_ptr()).own.get() }
+    }
+}
+
+impl std::ops::DerefMut for Owner {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Own {
+        // SAFETY: as in `deref`; borrowed from the one `Owner` mutably.
+        unsafe { &mut *(*self.t.as_ptr()).own.get() }
+    }
+}
+
+impl Shared {
+    /// Frames in use.
+    #[inline]
+    pub fn depth(&self) -> usize {
+        cursor_depth(self.cursor.load(Ordering::Relaxed))
+    }
+
+    /// Where the next event word goes (0 while no chunk is taken).
+    #[inline]
+    pub fn wptr(&self) -> usize {
+        match cursor_words(self.cursor.load(Ordering::Relaxed)) {
+            0 => 0,
+            words => self.data as usize + words as usize * 8,
+        }
+    }
+
+    /// Words written in the current chunk.
+    pub fn used(&self) -> usize {
+        let chunk = self.chunk.load(Ordering::Relaxed);
+        if chunk == usize::MAX {
+            return 0;
+        }
+        (self.wptr() - self.chunks[chunk].data as usize) / 8
+    }
+
+    /// The thread's id.
+    #[inline]
+    pub fn tid(&self) -> u32 {
+        self.tid.load(Ordering::Relaxed)
+    }
+
+    /// A fork's child: its one thread's new id.
+    pub fn set_tid(&self, tid: u32) {
+        self.tid.store(tid, Ordering::Relaxed);
+    }
+
+    /// Publishes a new write pointer and depth (one store, counted): by
+    /// the owner, or by anyone once recording is finished.
+    #[inline]
+    fn set_cursor(&self, wptr: usize, depth: usize) {
+        let old = self.cursor.load(Ordering::Relaxed);
+        let words = if wptr == 0 {
+            0
+        } else {
+            (wptr - self.data as usize) as u64 / 8
+        };
+        self.cursor
+            .store(cursor_word(old, words, depth), Ordering::Release);
+    }
+
+    /// Moves the cursor by `delta` (words, and frames in bytes), counted:
+    /// one load and one store, the generic path being alone on the thread.
+    #[inline]
+    fn bump(&self, delta: u64) {
+        let c = self.cursor.load(Ordering::Relaxed);
+        self.cursor.store(cursor_bump(c, delta), Ordering::Release);
+    }
+
+    /// Throws away everything buffered (a forked child: the parent writes
+    /// it; a new session: the last one's). Only with recording finished,
+    /// or from the thread itself: its owner then writes no event.
+    pub fn reset_buffers(&self) {
         for c in &self.chunks {
             if c.state.load(Ordering::Relaxed) != FREE {
                 super::writer::clear(c, (self.cap * 8) as u32);
@@ -693,12 +862,12 @@ impl Thread {
             c.state.store(FREE, Ordering::Relaxed);
             c.len.store(0, Ordering::Relaxed);
         }
-        self.chunk = usize::MAX;
-        self.next_chunk = 0;
-        self.seq = 0;
-        self.dropped = 0;
+        self.chunk.store(usize::MAX, Ordering::Relaxed);
+        self.next_chunk.store(0, Ordering::Relaxed);
+        self.seq.store(0, Ordering::Relaxed);
+        self.dropped.store(0, Ordering::Relaxed);
         self.set_cursor(0, self.depth());
-        self.wend = 0;
+        self.wend.store(0, Ordering::Relaxed);
         self.fend.store(0, Ordering::Relaxed);
         self.lost_total.store(0, Ordering::Relaxed);
         self.untraced.store(0, Ordering::Relaxed);
@@ -781,46 +950,51 @@ fn create() -> Option<*mut Thread> {
     let generation = super::GENERATION.load(Ordering::Acquire);
     let config = super::config();
     let t = Thread {
-        cursor: AtomicU64::new(0),
-        wend: 0,
-        base: now,
-        frames: frames_ptr,
-        recorded: 0,
-        fend: AtomicUsize::new(0),
-        busy: 0,
-        fast_mode: config.fast,
-        fast_profile: config.fast && config.kind == super::Tracer::Profile,
-        generation,
-        tid: sys::gettid(),
-        dead: AtomicBool::new(false),
-        drained: AtomicBool::new(false),
-        cap: chunk_bytes / 8,
-        chunk: usize::MAX,
-        next_chunk: 0,
-        seq: 0,
-        dropped: 0,
-        lost_total: AtomicU64::new(0),
-        flight: FLIGHT.load(Ordering::Relaxed),
-        chunks,
-        max_depth: config.max_depth,
-        inside: 0,
-        hidden: 0,
-        untraced: AtomicU64::new(0),
-        profile: AtomicPtr::new(std::ptr::null_mut()),
-        profile_len: AtomicU64::new(0),
-        next: std::ptr::null_mut(),
-        parked,
-        parked_count: 0,
-        data: base,
-        data_len: len,
+        shared: Shared {
+            cursor: AtomicU64::new(0),
+            wend: AtomicUsize::new(0),
+            base: AtomicU64::new(now),
+            busy: AtomicUsize::new(0),
+            chunk: AtomicUsize::new(usize::MAX),
+            fend: AtomicUsize::new(0),
+            profile: AtomicPtr::new(std::ptr::null_mut()),
+            profile_len: AtomicU64::new(0),
+            tid: AtomicU32::new(sys::gettid()),
+            seq: AtomicU32::new(0),
+            dead: AtomicBool::new(false),
+            drained: AtomicBool::new(false),
+            flight: FLIGHT.load(Ordering::Relaxed),
+            next_chunk: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            lost_total: AtomicU64::new(0),
+            untraced: AtomicU64::new(0),
+            cap: chunk_bytes / 8,
+            data: base,
+            data_len: len,
+            next: AtomicPtr::new(std::ptr::null_mut()),
+            chunks,
+        },
+        own: UnsafeCell::new(Own {
+            frames: frames_ptr,
+            recorded: 0,
+            fast_mode: config.fast,
+            fast_profile: config.fast && config.kind == super::Tracer::Profile,
+            generation,
+            max_depth: config.max_depth,
+            inside: 0,
+            hidden: 0,
+            parked,
+            parked_count: 0,
+        }),
     };
     // SAFETY: `head_mem` is the start of a fresh mapping with room for a
     // Thread before the frames.
     unsafe { head_mem.write(t) };
+    // SAFETY: written just above; not yet published, never unmapped.
+    let shared = unsafe { &(*head_mem).shared };
     let mut head_ptr = THREADS.load(Ordering::Acquire);
     loop {
-        // SAFETY: not yet published: ours alone.
-        unsafe { (*head_mem).next = head_ptr };
+        shared.next.store(head_ptr, Ordering::Relaxed);
         match THREADS.compare_exchange_weak(head_ptr, head_mem, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => break,
             Err(h) => head_ptr = h,
@@ -837,29 +1011,40 @@ fn create() -> Option<*mut Thread> {
 /// next event.
 pub fn reset_all() {
     debug_assert!(FINISHED.load(Ordering::Relaxed));
-    let mut p = THREADS.load(Ordering::Acquire);
-    while !p.is_null() {
-        // SAFETY: registered threads' heads are never unmapped; with
-        // recording finished their owners only read these fields, on the
-        // way out of the tracer (`emit` returns first).
-        unsafe {
-            (*p).reset_buffers();
-            (*p).drained.store(false, Ordering::Relaxed);
-            p = (*p).next;
-        }
+    for t in all() {
+        t.reset_buffers();
+        t.drained.store(false, Ordering::Relaxed);
     }
 }
 
-/// Every registered thread.
-pub fn all() -> impl Iterator<Item = &'static Thread> {
+/// A fork's child: `me` (this thread's state, or null) is the only thread
+/// left, with nothing buffered (its events are the parent's) and its new
+/// id.
+pub fn keep_only(me: *mut Thread) {
+    if !me.is_null() {
+        // SAFETY: a registered thread's head is never unmapped.
+        let s = unsafe { &(*me).shared };
+        s.next.store(std::ptr::null_mut(), Ordering::Relaxed);
+        s.set_tid(sys::gettid());
+        s.reset_buffers();
+    }
+    THREADS.store(me, Ordering::Release);
+}
+
+/// Every registered thread, as other threads see it.
+pub fn all() -> impl Iterator<Item = &'static Shared> {
     let mut p = THREADS.load(Ordering::Acquire);
     std::iter::from_fn(move || {
         if p.is_null() {
             return None;
         }
-        // SAFETY: registered threads' heads are never unmapped.
-        let t = unsafe { &*p };
-        p = t.next;
+        // SAFETY: registered threads' heads are never unmapped; their
+        // `Shared` part is only ever referred to shared.
+        let t = unsafe { &(*p).shared };
+        p = t.next.load(Ordering::Acquire);
         Some(t)
     })
 }
+
+#[cfg(test)]
+mod tests;

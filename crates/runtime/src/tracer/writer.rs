@@ -16,7 +16,7 @@ use fntrace_format::chunk::ChunkHeader;
 use fntrace_format::event;
 use fntrace_format::layout;
 
-use super::thread::{self, Thread, FILLING, FREE, FULL, NCHUNKS, WRITING};
+use super::thread::{self, Shared, FILLING, FREE, FULL, NCHUNKS, WRITING};
 
 /// The writer's files.
 #[derive(Default)]
@@ -160,7 +160,8 @@ pub fn flush(partial: bool) {
     }
 }
 
-fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
+fn flush_thread(files: &mut Files, t: &Shared, partial: bool) {
+    let tid = t.tid();
     let mut full: Vec<usize> = (0..NCHUNKS)
         .filter(|&i| t.chunks[i].state.load(Ordering::Acquire) == FULL)
         .collect();
@@ -172,7 +173,7 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
         // Chunks go out in order: one that filled while an earlier one was
         // still being filled waits for it (the flight recorder's ring skips
         // the chunks it overwrote).
-        let expected = files.next.get(&t.tid).copied().unwrap_or(0);
+        let expected = files.next.get(&tid).copied().unwrap_or(0);
         if !flight && seq != expected {
             break;
         }
@@ -182,15 +183,15 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
         {
             continue;
         }
-        files.next.insert(t.tid, seq.wrapping_add(1));
-        let skip = match files.partial.get(&t.tid) {
+        files.next.insert(tid, seq.wrapping_add(1));
+        let skip = match files.partial.get(&tid) {
             Some(&(s, written)) if s == seq => written,
             _ => 0,
         };
         let len = c.len.load(Ordering::Acquire);
         write_chunk(files, t, i, skip, len);
         if skip > 0 {
-            files.partial.remove(&t.tid);
+            files.partial.remove(&tid);
         }
         clear(c, len);
         c.state.store(FREE, Ordering::Release);
@@ -204,12 +205,12 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
             if c.state.load(Ordering::Acquire) != FILLING {
                 continue;
             }
-            let expected = files.next.get(&t.tid).copied().unwrap_or(0);
+            let expected = files.next.get(&tid).copied().unwrap_or(0);
             if !flight && c.seq.load(Ordering::Relaxed) != expected {
                 continue;
             }
             let seq = c.seq.load(Ordering::Relaxed);
-            let skip = match files.partial.get(&t.tid) {
+            let skip = match files.partial.get(&tid) {
                 Some(&(s, written)) if s == seq => written,
                 _ => 0,
             };
@@ -223,7 +224,7 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
                 0
             };
             let len = write_chunk(files, t, i, skip, len);
-            files.partial.insert(t.tid, (seq, len));
+            files.partial.insert(tid, (seq, len));
         }
     }
     // A thread still dropping at the end (the final flush, or the thread
@@ -231,36 +232,41 @@ fn flush_thread(files: &mut Files, t: &Thread, partial: bool) {
     // loss. (The owner's fields, read when it records no more.)
     let ended = t.dead.load(Ordering::Acquire);
     if partial || ended {
-        let (chunk, dropped, last) = (t.chunk, t.dropped, t.base);
+        let (chunk, dropped, last) = (
+            t.chunk.load(Ordering::Relaxed),
+            t.dropped.load(Ordering::Relaxed),
+            t.base.load(Ordering::Relaxed),
+        );
         let unwritten = t.chunks.iter().any(|c| c.state.load(Ordering::Acquire) == FULL);
         if chunk == usize::MAX && dropped > 0 && !(ended && unwritten) {
-            let seq = files.next.get(&t.tid).copied().unwrap_or(0);
+            let seq = files.next.get(&tid).copied().unwrap_or(0);
             let header = ChunkHeader {
                 version: fntrace_format::chunk::VERSION,
                 flags: 0,
-                tid: t.tid,
+                tid,
                 seq,
                 len: 0,
                 lost: dropped.min(u32::MAX as u64) as u32,
                 start: last,
             };
             // Its count is in the threads' own (`lost_total`) already.
-            append(files, t.tid, &[&header.encode()]);
-            files.next.insert(t.tid, seq.wrapping_add(1));
+            append(files, tid, &[&header.encode()]);
+            files.next.insert(tid, seq.wrapping_add(1));
         }
     }
     if t.dead.load(Ordering::Acquire) && t.chunks.iter().all(|c| c.state.load(Ordering::Acquire) == FREE) {
         t.drained.store(true, Ordering::Release);
-        files.next.remove(&t.tid);
-        files.partial.remove(&t.tid);
-        if let Some(f) = files.files.remove(&t.tid) {
+        files.next.remove(&tid);
+        files.partial.remove(&tid);
+        if let Some(f) = files.files.remove(&tid) {
             drop(f);
         }
     }
 }
 
 /// Writes chunk `i` of `t` from byte `skip` of its events; returns its length.
-fn write_chunk(files: &mut Files, t: &Thread, i: usize, skip: u32, len: u32) -> u32 {
+fn write_chunk(files: &mut Files, t: &Shared, i: usize, skip: u32, len: u32) -> u32 {
+    let tid = t.tid();
     let c = &t.chunks[i];
     let len = len & !7;
     if len <= skip {
@@ -281,7 +287,7 @@ fn write_chunk(files: &mut Files, t: &Thread, i: usize, skip: u32, len: u32) -> 
     let header = ChunkHeader {
         version: fntrace_format::chunk::VERSION,
         flags: c.flags.load(Ordering::Relaxed) as u16 | continued,
-        tid: t.tid,
+        tid,
         seq: c.seq.load(Ordering::Relaxed),
         len: len - skip,
         lost: if skip > 0 {
@@ -293,7 +299,7 @@ fn write_chunk(files: &mut Files, t: &Thread, i: usize, skip: u32, len: u32) -> 
     };
     // Straight from the chunk: no copy of the events.
     let events = &data[skip as usize..];
-    if !append(files, t.tid, &[&header.encode(), events]) {
+    if !append(files, tid, &[&header.encode(), events]) {
         files.unwritten += events_in(events);
     }
     len
