@@ -17,17 +17,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use fntrace_format::control as protocol;
+use fntrace_format::control::{self as protocol, Request, ATTACH_NAME};
 
 pub mod lock;
 mod stale;
 
 pub use stale::clean;
-
-/// The name under which the runtime is injected: it tells the runtime's
-/// constructor not to set up in the stopped thread (the runtime's
-/// `attach::ATTACH_NAME`).
-pub const ATTACH_NAME: &str = "libfntrace_attach.so";
 
 /// This process's effective user id (the owner of `/proc/self`).
 pub fn uid() -> u32 {
@@ -130,8 +125,8 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// Sends one request line; gives the text after `ok`.
-pub fn request(socket: &Path, line: &str, timeout: Duration) -> Result<String, Failure> {
+/// Sends one request; gives the text after `ok`.
+pub fn request(socket: &Path, request: &Request, timeout: Duration) -> Result<String, Failure> {
     let mut stream = match UnixStream::connect(socket) {
         Ok(s) => s,
         Err(e)
@@ -146,21 +141,19 @@ pub fn request(socket: &Path, line: &str, timeout: Duration) -> Result<String, F
     };
     stream.set_read_timeout(Some(timeout)).map_err(Failure::Io)?;
     stream
-        .write_all(format!("{line}\n").as_bytes())
+        .write_all(format!("{}\n", request.encode()).as_bytes())
         .map_err(Failure::Io)?;
     let mut answer = String::new();
     BufReader::new(&stream)
         .read_line(&mut answer)
         .map_err(Failure::Io)?;
-    let answer = answer.trim();
-    if let Some(rest) = answer.strip_prefix(protocol::OK) {
-        Ok(rest.trim().to_string())
-    } else if let Some(rest) = answer.strip_prefix(protocol::ERROR) {
-        Err(Failure::Refused(rest.trim().to_string()))
-    } else {
-        Err(Failure::Io(std::io::Error::other(format!(
-            "unexpected answer '{answer}'"
-        ))))
+    match protocol::parse_answer(&answer) {
+        Some(Ok(text)) => Ok(text),
+        Some(Err(reason)) => Err(Failure::Refused(reason)),
+        None => Err(Failure::Io(std::io::Error::other(format!(
+            "unexpected answer '{}'",
+            answer.trim()
+        )))),
     }
 }
 

@@ -9,6 +9,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 
+use fntrace_format::settings;
+
 /// The file name of the runtime library.
 pub const RUNTIME: &str = "libfntrace_runtime.so";
 
@@ -78,10 +80,10 @@ fn executable(path: &Path) -> Option<bool> {
 /// next to the `fntrace` executable, in its `deps/` directory (cargo's
 /// layout), or in `../lib/fntrace/` (an installed layout).
 pub fn find_runtime() -> anyhow::Result<PathBuf> {
-    if let Some(path) = env::var_os("FNTRACE_RUNTIME").filter(|p| !p.is_empty()) {
+    if let Some(path) = env::var_os(settings::RUNTIME).filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);
         if !path.is_file() {
-            anyhow::bail!("FNTRACE_RUNTIME={}: no such file", path.display());
+            anyhow::bail!("{}={}: no such file", settings::RUNTIME, path.display());
         }
         return Ok(std::path::absolute(&path)?);
     }
@@ -95,8 +97,9 @@ pub fn find_runtime() -> anyhow::Result<PathBuf> {
     candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
         anyhow::anyhow!(
             "cannot find the runtime library {RUNTIME} (looked in {}, its deps/ and ../lib/fntrace/; \
-             set FNTRACE_RUNTIME to its path)",
-            dir.display()
+             set {} to its path)",
+            dir.display(),
+            settings::RUNTIME
         )
     })
 }

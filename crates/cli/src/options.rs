@@ -9,28 +9,34 @@ use std::path::PathBuf;
 use fntrace_sites::filter::Filter;
 
 use crate::cmd::record::{Options, Request};
-use crate::units::{parse_duration, parse_size};
+use fntrace_format::settings;
+use fntrace_format::units::{parse_duration, parse_size};
 
-/// The tracers (`--tracer`).
+/// The tracers (`--tracer`), named as `fntrace_format::settings` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Tracer {
     /// Every call's entry and exit, shown as a call graph (the default).
-    #[value(name = "function_graph")]
+    #[value(name = settings::Tracer::Graph.name())]
     FunctionGraph,
     /// Function entries with their callers, like the kernel's `function`.
-    #[value(name = "function")]
+    #[value(name = settings::Tracer::Function.name())]
     Function,
     /// Per-function counts and times only, kept in memory.
-    #[value(name = "profile")]
+    #[value(name = settings::Tracer::Profile.name())]
     Profile,
 }
 
 impl Tracer {
     pub fn as_str(self) -> &'static str {
+        self.settings().name()
+    }
+
+    /// The runtime's name for it.
+    pub fn settings(self) -> settings::Tracer {
         match self {
-            Tracer::FunctionGraph => "function_graph",
-            Tracer::Function => "function",
-            Tracer::Profile => "profile",
+            Tracer::FunctionGraph => settings::Tracer::Graph,
+            Tracer::Function => settings::Tracer::Function,
+            Tracer::Profile => settings::Tracer::Profile,
         }
     }
 }
@@ -57,7 +63,7 @@ pub struct RecordFlags {
     #[arg(long = "graph-function", value_name = "FUNC", value_parser = pattern)]
     graph_function: Vec<String>,
     /// What to record.
-    #[arg(long, value_enum, default_value = "function_graph")]
+    #[arg(long, value_enum, default_value_t = Tracer::FunctionGraph)]
     tracer: Tracer,
     /// Buffer size per thread (bytes, or 512K, 4M; at least 64K, at most a quarter of the memory).
     #[arg(long = "buffer-size", value_name = "SIZE", value_parser = buffer_size)]
@@ -134,9 +140,10 @@ pub struct DisplayFlags {
 }
 
 /// A function pattern for the runtime: valid ftrace filter syntax, without
-/// the characters that separate patterns in `FNTRACE_*` variables.
+/// the characters that separate patterns in `FNTRACE_*` variables
+/// (`fntrace_format::settings::separates`).
 pub fn pattern(text: &str) -> Result<String, String> {
-    if text.contains(|c: char| c == ',' || c == ';' || c.is_whitespace()) {
+    if text.contains(settings::separates) {
         return Err(format!(
             "pattern '{text}' contains a comma, semicolon or space (patterns are globs: use '?' or '*')"
         ));
@@ -153,7 +160,7 @@ pub fn filter_pattern(text: &str) -> Result<String, String> {
 /// A per-thread buffer size within the limits of this machine
 /// (`fntrace_format::limits`).
 pub fn buffer_size(text: &str) -> Result<u64, String> {
-    let size = parse_size(text)?;
+    let size = parse_size(text).map_err(|e| e.to_string())?;
     fntrace_format::limits::check_buffer(size).map_err(|e| e.to_string())
 }
 

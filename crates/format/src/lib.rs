@@ -7,8 +7,11 @@
 //! - [`write`](mod@write): whole chunks built in memory (tools and tests);
 //! - [`layout`]: file and directory names of `fntrace.data/`;
 //! - [`limits`]: how large a thread's buffer may be;
+//! - [`settings`]: every `FNTRACE_*` variable and the tracer's
+//!   [`Settings`] the CLI gives the runtime, both ways;
 //! - [`control`]: the control channel's requests and answers (the runtime
 //!   serves them, `fntrace attach` and `ctl` send them);
+//! - [`units`]: sizes and durations as people type them (`4M`, `1.5ms`);
 //! - [`meta`]: `info.json`, `process.json` (with the [`Clock`]),
 //!   `functions.tsv` and `profile.tsv` lines;
 //! - [`replace`](mod@replace): rewriting `info.json` and `process.json`,
@@ -34,7 +37,9 @@ pub mod limits;
 pub mod meta;
 pub mod read;
 pub mod replace;
+pub mod settings;
 pub mod stack;
+pub mod units;
 pub mod write;
 
 pub use calls::{Call, CallBuilder, End};
@@ -44,5 +49,6 @@ pub use meta::{Clock, FunctionEntry, ModuleInfo, ProcessInfo, ProfileRow, RunInf
 pub use read::{
     open, Event, EventKind, FormatError, Functions, Losses, Process, RawEvents, RawItem, ThreadEvents, Trace,
 };
+pub use settings::Settings;
 pub use stack::CallStack;
 pub use write::ChunkBuilder;

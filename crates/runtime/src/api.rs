@@ -39,11 +39,10 @@ pub(crate) fn set_inactive(reason: String) {
     let _ = INACTIVE.set(reason);
 }
 
-/// Whitespace- or comma-separated filter patterns.
+/// Whitespace- or comma-separated filter patterns (as the settings'
+/// lists are written: `fntrace_format::settings::patterns`).
 fn patterns(text: &str) -> Vec<&str> {
-    text.split(|c: char| c.is_whitespace() || c == ',')
-        .filter(|p| !p.is_empty())
-        .collect()
+    fntrace_format::settings::patterns(text).collect()
 }
 
 /// Parses whitespace- or comma-separated filter patterns.
@@ -51,14 +50,13 @@ pub fn parse_filter(text: &str) -> Result<Filter> {
     Ok(Filter::parse(&patterns(text))?)
 }
 
-/// The first of the patterns of `text` (as [`parse_filter`] reads them)
-/// that selects no function with a site in the modules taken in, as a
-/// typo would (`first_unmatched`: a `!` pattern by what it removes).
-pub fn unmatched(text: &str) -> Result<Option<String>> {
-    let patterns = patterns(text);
-    Filter::parse(&patterns)?;
+/// The first of `patterns` that selects no function with a site in the
+/// modules taken in, as a typo would (`first_unmatched`: a `!` pattern by
+/// what it removes).
+pub fn unmatched<S: AsRef<str>>(patterns: &[S]) -> Result<Option<String>> {
+    Filter::parse(patterns)?;
     with_state(|state| {
-        let first = first_unmatched(&patterns, |filter| state.core.selects_any(filter));
+        let first = first_unmatched(patterns, |filter| state.core.selects_any(filter));
         Ok(first.map(str::to_string))
     })
 }
@@ -131,7 +129,12 @@ impl Ops {
     /// never wants (`notrace`), in ftrace's syntax; applied at once if the
     /// ops is registered.
     pub fn set_filter(&self, filter: &str, notrace: &str) -> Result<()> {
-        let (filter, notrace) = (parse_filter(filter)?, parse_filter(notrace)?);
+        self.set_patterns(&patterns(filter), &patterns(notrace))
+    }
+
+    /// [`set_filter`](Ops::set_filter) with lists of patterns.
+    pub fn set_patterns<S: AsRef<str>>(&self, filter: &[S], notrace: &[S]) -> Result<()> {
+        let (filter, notrace) = (Filter::parse(filter)?, Filter::parse(notrace)?);
         with_state(|state| {
             let handle = self.handle(state);
             let Some(id) = handle.id else {

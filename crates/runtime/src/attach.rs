@@ -5,11 +5,14 @@
 //! obeys `fntrace ctl` over a Unix socket, and on `detach` puts everything
 //! back.
 //!
-//! The library is loaded through a link named [`ATTACH_NAME`], so that its
-//! constructor knows not to set up inside the thread the CLI stopped: every
-//! slow step (discovery, patching) runs here while the program runs.
+//! The library is loaded through a link named
+//! `fntrace_format::control::ATTACH_NAME`, so that its constructor knows
+//! not to set up inside the thread the CLI stopped: every slow step
+//! (discovery, patching) runs here while the program runs.
 //!
-//! Protocol (`fntrace_format::control`): one line per connection, one
+//! Protocol (`fntrace_format::control`, where both sides encode and parse
+//! it; the settings file has the `FNTRACE_*` settings of
+//! `fntrace_format::settings`): one line per connection, one
 //! line back (`ok ...` or `error ...`): `ready`, `[force] filter PATTERNS`,
 //! `[force] notrace PATTERNS` (without `force`, refused with `error
 //! unmatched PATTERN` when a pattern matches no function with a site),
@@ -24,12 +27,10 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use fntrace_format::control;
+use fntrace_format::control::{self, Request};
+use fntrace_format::settings::{self, Settings, SettingsError};
 
 use crate::{api, loader, tracer};
-
-/// The file name the CLI gives the library when it injects it.
-pub const ATTACH_NAME: &str = "libfntrace_attach.so";
 
 pub use crate::presence::attached;
 use crate::presence::{ACTIVE, ATTACHED};
@@ -52,7 +53,7 @@ pub unsafe extern "C" fn fntrace_attach(config: *const c_char) -> c_int {
     crate::no_unwind("attach", || start(path))
 }
 
-/// Loaded by `fntrace attach` (the constructor, under [`ATTACH_NAME`] at
+/// Loaded by `fntrace attach` (the constructor, under `ATTACH_NAME` at
 /// `library`): starts the session whose settings the CLI wrote beside the
 /// link, `PID.conf` — the CLI then stops the thread only for `dlopen`.
 pub fn from_constructor(library: &str) {
@@ -85,11 +86,11 @@ fn start(settings: String) -> c_int {
     }
 }
 
-/// The session's settings, as `fntrace record` passes them in the
-/// environment.
-type Settings = HashMap<String, String>;
+/// The settings file's `KEY=VALUE` lines: the variables `fntrace record`
+/// would set.
+type Lines = HashMap<String, String>;
 
-fn read_settings(path: &str) -> Result<Settings, String> {
+fn read_settings(path: &str) -> Result<Lines, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
     Ok(text
         .lines()
@@ -98,8 +99,8 @@ fn read_settings(path: &str) -> Result<Settings, String> {
         .collect())
 }
 
-fn lookup(settings: &Settings) -> impl Fn(&str) -> Option<String> + '_ {
-    |key| settings.get(key).filter(|v| !v.trim().is_empty()).cloned()
+fn lookup(lines: &Lines) -> impl Fn(&str) -> Option<String> + '_ {
+    |key| lines.get(key).filter(|v| !v.trim().is_empty()).cloned()
 }
 
 fn listen(path: &str) -> std::io::Result<UnixListener> {
@@ -111,14 +112,14 @@ fn listen(path: &str) -> std::io::Result<UnixListener> {
 
 /// The control thread.
 fn serve(config: &str) {
-    let settings = match read_settings(config) {
+    let lines = match read_settings(config) {
         Ok(s) => s,
         Err(_) => {
             ACTIVE.store(false, Ordering::Release);
             return;
         }
     };
-    let Some(socket) = settings.get("FNTRACE_CTL").cloned() else {
+    let Some(socket) = lines.get(settings::CTL).cloned() else {
         ACTIVE.store(false, Ordering::Release);
         return;
     };
@@ -126,14 +127,15 @@ fn serve(config: &str) {
         ACTIVE.store(false, Ordering::Release);
         return;
     };
+    let parsed = Settings::from_env(lookup(&lines));
     let mut session = Session {
-        settings,
+        settings: parsed.clone().unwrap_or_default(),
         tracing: true,
         started: false,
     };
     let start = Instant::now();
     let ready = session
-        .begin()
+        .begin(parsed)
         .map(|summary| format!("{summary} setup_us={}", start.elapsed().as_micros()));
     if ready.is_err() {
         // Nothing was left recording; sites are back as they were.
@@ -159,11 +161,7 @@ fn serve(config: &str) {
 }
 
 fn reply(mut stream: UnixStream, result: &Result<String, String>) {
-    let line = match result {
-        Ok(text) if text.is_empty() => format!("{}\n", control::OK),
-        Ok(text) => format!("{} {text}\n", control::OK),
-        Err(e) => format!("{} {}\n", control::ERROR, e.replace('\n', " ")),
-    };
+    let line = format!("{}\n", control::answer(result));
     let _ = stream.write_all(line.as_bytes());
 }
 
@@ -173,39 +171,19 @@ fn answer(session: &mut Session, stream: UnixStream, summary: &str) -> bool {
     if BufReader::new(&stream).read_line(&mut line).is_err() {
         return false;
     }
-    let line = line.trim();
-    let (force, line) = match line.strip_prefix(control::FORCE) {
-        Some(rest) if rest.starts_with(' ') => (true, rest.trim_start()),
-        _ => (false, line),
-    };
-    let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
-    let rest = rest.trim();
-    let result = match verb {
-        control::FILTER => session.filter("FNTRACE_FILTER", rest, force),
-        control::NOTRACE => session.filter("FNTRACE_NOTRACE", rest, force),
-        _ if force => Err(format!(
-            "'{}' goes before '{}' or '{}'",
-            control::FORCE,
-            control::FILTER,
-            control::NOTRACE
-        )),
-        control::READY => Ok(summary.to_string()),
-        control::STATUS => Ok(session.status()),
-        control::DEPTH => match rest.parse::<u32>() {
-            Ok(n) => session.change("FNTRACE_DEPTH", &n.to_string()),
-            Err(_) => Err(format!("bad depth '{rest}' (a number; 0: no limit)")),
-        },
-        control::TRACING => match rest {
-            "on" => session.switch(true),
-            "off" => session.switch(false),
-            _ => Err(format!("tracing takes on or off, not '{rest}'")),
-        },
-        control::DETACH => {
+    let result = match Request::parse(&line) {
+        Err(e) => Err(e.to_string()),
+        Ok(Request::Filter { patterns, force }) => session.filter(patterns, force, |s, p| s.filter = p),
+        Ok(Request::Notrace { patterns, force }) => session.filter(patterns, force, |s, p| s.notrace = p),
+        Ok(Request::Ready) => Ok(summary.to_string()),
+        Ok(Request::Status) => Ok(session.status()),
+        Ok(Request::Depth(n)) => session.change(|s| s.depth = Some(n)),
+        Ok(Request::Tracing(on)) => session.switch(on),
+        Ok(Request::Detach) => {
             let r = session.end();
             reply(stream, &r);
             return true;
         }
-        _ => Err(format!("unknown command '{verb}'")),
     };
     reply(stream, &result);
     false
@@ -224,6 +202,7 @@ fn refresh_modules() {
 
 /// An open attach session.
 struct Session {
+    /// The settings in force.
     settings: Settings,
     /// `tracing on` (the tracer's ops registered).
     tracing: bool,
@@ -233,8 +212,8 @@ struct Session {
 
 impl Session {
     /// Takes the process over: set up (first time) or take the sites over
-    /// again, then start the tracer.
-    fn begin(&mut self) -> Result<String, String> {
+    /// again, then start the tracer with `settings`.
+    fn begin(&mut self, settings: Result<Settings, SettingsError>) -> Result<String, String> {
         if api::lock().is_none() {
             crate::setup()?;
         } else {
@@ -251,7 +230,10 @@ impl Session {
             return Err("the process has no patchable sites".into());
         }
         let hooks = crate::gothook::install();
-        let started = tracer::start(&lookup(&self.settings), true);
+        let started = match &settings {
+            Ok(settings) => tracer::start(settings, true),
+            Err(e) => Err(e.to_string()),
+        };
         // A start that failed half-way (a site refused, say) may have its
         // session and writer running: the detach must stop them too.
         self.started = tracer::has_session();
@@ -270,39 +252,43 @@ impl Session {
         )
     }
 
-    /// A new filter (`key` is `FNTRACE_FILTER` or `FNTRACE_NOTRACE`),
+    /// A new filter (`set` puts it in the filter or the notrace list),
     /// applied at once; refused, the filter in force kept, when one of its
     /// patterns matches no function with a site, unless `force`.
-    fn filter(&mut self, key: &str, patterns: &str, force: bool) -> Result<String, String> {
+    fn filter(
+        &mut self,
+        patterns: Vec<String>,
+        force: bool,
+        set: fn(&mut Settings, Vec<String>),
+    ) -> Result<String, String> {
         refresh_modules();
         if !force {
-            if let Some(pattern) = api::unmatched(patterns).map_err(|e| e.to_string())? {
+            if let Some(pattern) = api::unmatched(&patterns).map_err(|e| e.to_string())? {
                 return Err(control::unmatched(&pattern));
             }
         }
-        self.apply(key, patterns)
+        self.apply(|settings| set(settings, patterns))
     }
 
     /// A new value for one setting, applied at once.
-    fn change(&mut self, key: &str, value: &str) -> Result<String, String> {
+    fn change(&mut self, change: impl FnOnce(&mut Settings)) -> Result<String, String> {
         refresh_modules();
-        self.apply(key, value)
+        self.apply(change)
     }
 
-    /// A new value for one setting, applied at once; the old one is put
-    /// back if the new one fails.
-    fn apply(&mut self, key: &str, value: &str) -> Result<String, String> {
-        let old = self.settings.insert(key.to_string(), value.to_string());
-        let result = tracer::reconfigure(&lookup(&self.settings), self.tracing);
-        match result {
-            Ok(()) => Ok(self.status()),
+    /// A new value for one setting, applied at once; the settings in force
+    /// are put back if the new ones fail.
+    fn apply(&mut self, change: impl FnOnce(&mut Settings)) -> Result<String, String> {
+        let mut new = self.settings.clone();
+        change(&mut new);
+        match tracer::reconfigure(&new, self.tracing) {
+            Ok(()) => {
+                self.settings = new;
+                Ok(self.status())
+            }
             Err(e) => {
                 // Back to the settings in force.
-                match old {
-                    Some(v) => self.settings.insert(key.to_string(), v),
-                    None => self.settings.remove(key),
-                };
-                let _ = tracer::reconfigure(&lookup(&self.settings), self.tracing);
+                let _ = tracer::reconfigure(&self.settings, self.tracing);
                 Err(e)
             }
         }
@@ -311,7 +297,7 @@ impl Session {
     fn switch(&mut self, on: bool) -> Result<String, String> {
         refresh_modules();
         self.tracing = on;
-        tracer::reconfigure(&lookup(&self.settings), on)?;
+        tracer::reconfigure(&self.settings, on)?;
         Ok(self.status())
     }
 

@@ -3,13 +3,15 @@
 //! prints how often each traced function was entered and left, at exit.
 //!
 //! - `FNTRACE_FILTER`, `FNTRACE_NOTRACE`: patterns (ftrace syntax), separated
-//!   by spaces or commas;
+//!   by spaces or commas (`fntrace_format::settings`, where every name is);
 //! - `FNTRACE_COUNT`: `1` to print the counts on stderr, or a file to write;
 //! - `FNTRACE_REGS=1`: use the trampoline that saves every register.
 
 use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
+
+use fntrace_format::settings;
 
 use crate::api::{self, Ops};
 use crate::index;
@@ -27,16 +29,16 @@ unsafe extern "C" fn count(ip: usize, _parent: usize, _ops: *mut RawOps, _regs: 
 /// Registers the counting client if the environment asks for it.
 pub fn start_from_env() -> Result<(), String> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let Some(destination) = var("FNTRACE_COUNT") else {
+    let Some(destination) = var(settings::COUNT) else {
         return Ok(());
     };
     let mut flags = FL_RECURSION_SAFE;
-    if var("FNTRACE_REGS").is_some_and(|v| v != "0") {
+    if var(settings::REGS).is_some_and(|v| v != "0") {
         flags |= FL_SAVE_REGS;
     }
     let ops = Ops::new(Some(count), Some(count), std::ptr::null_mut(), flags);
-    let filter = var("FNTRACE_FILTER").unwrap_or_default();
-    let notrace = var("FNTRACE_NOTRACE").unwrap_or_default();
+    let filter = var(settings::FILTER).unwrap_or_default();
+    let notrace = var(settings::NOTRACE).unwrap_or_default();
     ops.set_filter(&filter, &notrace).map_err(|e| e.to_string())?;
     let _ = DESTINATION.set(destination);
     // SAFETY: `report` is a plain function that stays loaded (the runtime

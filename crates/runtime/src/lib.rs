@@ -48,6 +48,8 @@ pub use state::Stats;
 
 use std::panic::{self, AssertUnwindSafe};
 
+use fntrace_format::settings;
+
 use crate::state::State;
 use crate::sys::SyncMethod;
 
@@ -66,15 +68,15 @@ pub(crate) fn no_unwind<R>(what: &str, f: impl FnOnce() -> R) -> R {
 /// Sets the runtime up: called once, before `main`.
 fn setup() -> std::result::Result<(), String> {
     let patcher = fntrace_arch::breakpoint_patcher_for(fntrace_arch::ElfArch::X86_64).ok_or("no patcher")?;
-    let wanted = std::env::var("FNTRACE_SYNC").ok();
+    let wanted = std::env::var(settings::SYNC).ok();
     let sync = SyncMethod::setup(wanted.as_deref());
     if sync != SyncMethod::SyncCore {
         eprintln!(
             "fntrace: membarrier SYNC_CORE {}; live patching syncs with {} (slower)",
             if wanted.is_some() {
-                "not used (FNTRACE_SYNC)"
+                format!("not used ({})", settings::SYNC)
             } else {
-                "unavailable"
+                "unavailable".into()
             },
             sync.as_str()
         );
@@ -85,7 +87,7 @@ fn setup() -> std::result::Result<(), String> {
     // ftrace_init: while the process is single-threaded, plain writes.
     let live = sys::thread_count() > 1;
     loader::load_new(&mut state, live);
-    if std::env::var_os("FNTRACE_VERBOSE").is_some() {
+    if std::env::var_os(settings::VERBOSE).is_some() {
         let s = &state.stats;
         eprintln!(
             "fntrace: {} module(s), {} sites, {} converted, {} already canonical, {} punned, skipped {:?}, sync {}",
@@ -118,7 +120,8 @@ fn loaded_for_attach() -> Option<String> {
             .to_string_lossy()
             .into_owned()
     };
-    path.ends_with(attach::ATTACH_NAME).then_some(path)
+    path.ends_with(fntrace_format::control::ATTACH_NAME)
+        .then_some(path)
 }
 
 extern "C" fn init() {
@@ -128,8 +131,8 @@ extern "C" fn init() {
             attach::from_constructor(&path);
             return;
         }
-        if std::env::var_os("FNTRACE_DISABLE").is_some() {
-            api::set_inactive("disabled by FNTRACE_DISABLE".into());
+        if std::env::var_os(settings::DISABLE).is_some() {
+            api::set_inactive(format!("disabled by {}", settings::DISABLE));
             return;
         }
         if let Err(e) = setup() {

@@ -58,7 +58,7 @@ impl Mirror {
         // `FNTRACE_PUN_FROM=N` skips the first N displacements: with the
         // first (`90 90 90 90`), switching a site writes one byte and
         // punning it none; the tests use the others too.
-        let from = std::env::var("FNTRACE_PUN_FROM")
+        let from = std::env::var(fntrace_format::settings::PUN_FROM)
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);

@@ -14,13 +14,14 @@ use anyhow::Context;
 use fntrace_format::control as protocol;
 use fntrace_format::layout;
 use fntrace_format::meta::{AttachInfo, RunInfo, VERSION};
+use fntrace_format::units::parse_duration;
 
 use crate::cmd::record::{self, Options};
 use crate::control::{self, Failure};
 use crate::inject::InjectError;
 use crate::launch;
 use crate::options::RecordFlags;
-use crate::units::{human, parse_duration};
+use crate::units::human;
 use crate::unmatched;
 
 const AFTER_HELP: &str = "\
@@ -80,7 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         check_sites(pid, &name, &request.options)?;
     }
     let socket = control::socket(&dir, pid);
-    if control::request(&socket, protocol::STATUS, Duration::from_secs(2)).is_ok() {
+    if control::request(&socket, &protocol::Request::Status, Duration::from_secs(2)).is_ok() {
         anyhow::bail!(
             "process {pid} ({name}) is already attached ('fntrace ctl {pid} detach' ends that session)"
         );
@@ -101,11 +102,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ..RunInfo::default()
     };
     record::prepare_dir(&out, &info)?;
-    let mut settings: Vec<(String, String)> = record::environment(&request, &out)
+    let mut settings = record::settings(&request, &out);
+    settings.ctl = Some(socket.clone());
+    let settings: Vec<(String, String)> = settings
+        .to_env()
         .into_iter()
-        .filter_map(|(k, v)| Some((k.to_string(), v?.to_string_lossy().into_owned())))
+        .map(|(k, v)| (k.to_string(), v.to_string_lossy().into_owned()))
         .collect();
-    settings.push(("FNTRACE_CTL".into(), socket.display().to_string()));
     let settings_path = control::settings_file(&dir, pid);
     control::write_settings(&settings_path, &settings)?;
 
@@ -179,7 +182,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut code = ExitCode::SUCCESS;
     if ended_by == "interrupt" || ended_by == "duration" {
         let t0 = Instant::now();
-        match control::request(&socket, protocol::DETACH, Duration::from_secs(60)) {
+        match control::request(&socket, &protocol::Request::Detach, Duration::from_secs(60)) {
             Ok(answer) => {
                 attach.detach_ns = Some(t0.elapsed().as_nanos() as u64);
                 attach.restored = control::field(&answer, "restored");
@@ -252,7 +255,7 @@ fn check_sites(pid: i32, name: &str, options: &Options) -> anyhow::Result<()> {
 fn wait_ready(socket: &Path, pid: i32) -> anyhow::Result<String> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        match control::request(socket, protocol::READY, Duration::from_secs(120)) {
+        match control::request(socket, &protocol::Request::Ready, Duration::from_secs(120)) {
             Ok(answer) => return Ok(answer),
             Err(Failure::NoSession) => {}
             Err(e) => anyhow::bail!("{e}"),

@@ -6,7 +6,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use fntrace_format::control as protocol;
+use fntrace_format::control::{self as protocol, Request};
+use fntrace_format::settings::patterns;
 
 use crate::control::{self, Failure};
 
@@ -56,33 +57,37 @@ enum Verb {
     Detach,
 }
 
-/// A request, after the edge (`fntrace_format::control`).
-fn line(verb: Verb, arg: &[String], force: bool) -> Result<String, String> {
+/// The request `verb` with `arg` makes (`fntrace_format::control`).
+fn request(verb: Verb, arg: &[String], force: bool) -> Result<Request, String> {
     let arg = arg.join(" ");
-    let request = match verb {
-        Verb::Filter => format!("{} {arg}", protocol::FILTER),
-        Verb::Notrace => format!("{} {arg}", protocol::NOTRACE),
+    let patterns = || patterns(&arg).map(str::to_string).collect();
+    Ok(match verb {
+        Verb::Filter => Request::Filter {
+            patterns: patterns(),
+            force,
+        },
+        Verb::Notrace => Request::Notrace {
+            patterns: patterns(),
+            force,
+        },
         _ if force => return Err("--force goes with filter or notrace".into()),
         Verb::Depth => match arg.trim().parse::<u32>() {
-            Ok(n) => format!("{} {n}", protocol::DEPTH),
+            Ok(n) => Request::Depth(n),
             Err(_) => return Err(format!("depth takes a number (0: no limit), not '{arg}'")),
         },
         Verb::Tracing => match arg.trim() {
-            "on" | "off" => format!("{} {}", protocol::TRACING, arg.trim()),
+            "on" => Request::Tracing(true),
+            "off" => Request::Tracing(false),
             _ => return Err(format!("tracing takes on or off, not '{arg}'")),
         },
-        Verb::Status if arg.is_empty() => protocol::STATUS.into(),
-        Verb::Detach if arg.is_empty() => protocol::DETACH.into(),
+        Verb::Status if arg.is_empty() => Request::Status,
+        Verb::Detach if arg.is_empty() => Request::Detach,
         Verb::Status | Verb::Detach => return Err(format!("{verb:?} takes no argument").to_lowercase()),
-    };
-    Ok(match force {
-        true => format!("{} {request}", protocol::FORCE),
-        false => request,
     })
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let request = line(args.command, &args.arg, args.force).map_err(anyhow::Error::msg)?;
+    let request = request(args.command, &args.arg, args.force).map_err(anyhow::Error::msg)?;
     let pid = args.pid;
     if pid <= 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
         anyhow::bail!("no process with PID {pid}");

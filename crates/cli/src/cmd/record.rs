@@ -13,6 +13,7 @@ use anyhow::Context;
 use fntrace_format::layout;
 use fntrace_format::meta::{RunInfo, VERSION};
 use fntrace_format::replace::replace;
+use fntrace_format::settings::{self, Settings};
 use serde::Serialize;
 
 use crate::forward::Forwarder;
@@ -141,12 +142,12 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
 
     let mut command = Command::new(&program);
     command.arg0(&request.command[0]).args(&request.command[1..]);
-    for (key, value) in environment(request, &dir) {
-        match value {
-            Some(value) => command.env(key, value),
-            None => command.env_remove(key),
-        };
+    // What the caller's environment says of the options is not the
+    // recording's: the options given replace it, the others remove it.
+    for key in settings::OPTIONS {
+        command.env_remove(key);
     }
+    command.envs(settings(request, &dir).to_env());
     command.env("LD_PRELOAD", launch::preload(&runtime));
     let mut child = match command.spawn() {
         Ok(child) => child,
@@ -196,25 +197,24 @@ fn losses(dir: &Path) -> Option<String> {
     crate::losses::summary(&all, &trace, None).map(|line| format!("fntrace: warning: {line}"))
 }
 
-/// The `FNTRACE_*` variables for the runtime (`docs/FORMAT.md`); `None`
-/// removes a variable the caller's environment may have left behind.
-pub fn environment(request: &Request, dir: &Path) -> Vec<(&'static str, Option<OsString>)> {
+/// The runtime's settings for `request`, recording into `dir`
+/// (`fntrace_format::settings`).
+pub fn settings(request: &Request, dir: &Path) -> Settings {
     let o = &request.options;
-    let list = |v: &[String], sep: &str| (!v.is_empty()).then(|| OsString::from(v.join(sep)));
-    let number = |n: Option<u64>| n.map(|n| OsString::from(n.to_string()));
-    vec![
-        ("FNTRACE_DATA", Some(dir.as_os_str().to_os_string())),
-        ("FNTRACE_TRACER", Some(request.tracer.as_str().into())),
-        ("FNTRACE_FILTER", list(&o.filter, ",")),
-        ("FNTRACE_NOTRACE", list(&o.notrace, ",")),
-        ("FNTRACE_GRAPH_FUNCTION", list(&o.graph_functions, ",")),
-        ("FNTRACE_DEPTH", number(o.depth.map(u64::from))),
-        ("FNTRACE_TIME_FILTER", number(o.time_filter_ns)),
-        ("FNTRACE_TRIGGERS", list(&o.triggers, ";")),
-        ("FNTRACE_BUFFER_SIZE", number(o.buffer_size)),
-        ("FNTRACE_FLIGHT", number(o.flight_recorder)),
-        ("FNTRACE_LOSSY", o.lossy.then(|| OsString::from("1"))),
-    ]
+    Settings {
+        data: Some(dir.to_path_buf()),
+        tracer: request.tracer.settings(),
+        filter: o.filter.clone(),
+        notrace: o.notrace.clone(),
+        graph_functions: o.graph_functions.clone(),
+        depth: o.depth,
+        time_filter_ns: o.time_filter_ns,
+        triggers: o.triggers.clone(),
+        buffer_size: o.buffer_size,
+        flight: o.flight_recorder,
+        lossy: o.lossy,
+        ..Settings::default()
+    }
 }
 
 /// Refuses, before anything is written, an ELF program of another

@@ -57,7 +57,7 @@ fn clean_process(dir: &Path, pid: i32) {
     }
     if socket.exists()
         && matches!(
-            request(&socket, fntrace_format::control::STATUS, PATIENCE),
+            request(&socket, &fntrace_format::control::Request::Status, PATIENCE),
             Err(Failure::NoSession)
         )
     {

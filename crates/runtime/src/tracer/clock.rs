@@ -12,7 +12,7 @@ static TSC: AtomicBool = AtomicBool::new(false);
 
 /// Chooses the clock (`FNTRACE_CLOCK=monotonic` forces the fallback).
 pub fn setup() {
-    let forced = std::env::var("FNTRACE_CLOCK").ok();
+    let forced = std::env::var(fntrace_format::settings::CLOCK).ok();
     let usable = match forced.as_deref() {
         Some("monotonic") => false,
         _ => tsc_invariant(),

@@ -82,10 +82,11 @@ pub struct Trigger {
     pub depth: u16,
 }
 
-/// Parses `FNTRACE_TRIGGERS`.
-pub fn parse_triggers(text: &str) -> Result<Vec<Trigger>, String> {
+/// Parses the triggers of `FNTRACE_TRIGGERS` (`fntrace_format::settings`
+/// split them).
+pub fn parse_triggers(items: &[String]) -> Result<Vec<Trigger>, String> {
     let mut out = Vec::new();
-    for item in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+    for item in items {
         let (func, actions) = item
             .split_once('@')
             .ok_or_else(|| format!("trigger '{item}': expected FUNC@ACTION"))?;

@@ -16,10 +16,10 @@ mod unwind;
 mod writer;
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 
+use fntrace_format::settings::{self, Settings};
 use fntrace_sites::filter::Filter;
 
 use crate::api::{self, Ops};
@@ -27,16 +27,8 @@ use crate::ops::{Callback, RawOps, SlotSite, FL_RECURSION_SAFE};
 use crate::routines::Regs;
 use crate::state::State;
 
-/// Which tracer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tracer {
-    /// Entries with their callers.
-    Function,
-    /// Entries and exits.
-    Graph,
-    /// Counts and times, no events.
-    Profile,
-}
+/// Which tracer: the settings' (`fntrace_format::settings`).
+pub use fntrace_format::settings::Tracer;
 
 /// The tracer's settings, fixed at start.
 #[derive(Debug)]
@@ -101,91 +93,50 @@ fn as_callback(f: Callback5) -> Callback {
     unsafe { std::mem::transmute::<Callback5, Callback>(f) }
 }
 
-fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let (num, mult) = match t.as_bytes().last() {
-        Some(b'K' | b'k') => (&t[..t.len() - 1], 1u64 << 10),
-        Some(b'M' | b'm') => (&t[..t.len() - 1], 1 << 20),
-        Some(b'G' | b'g') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| format!("bad size '{text}'"))
-}
-
-/// `FNTRACE_BUFFER_SIZE` or `FNTRACE_FLIGHT`: a size no larger than a
-/// thread may map on this machine (`fntrace_format::limits`; a smaller one
-/// than the minimum is raised to it in `start`).
-fn buffer_size(var: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<u64>, String> {
-    use fntrace_format::limits::{check_buffer, BufferError};
-    let Some(text) = var(name) else { return Ok(None) };
-    let size = parse_size(&text).map_err(|e| format!("{name}={text}: {e}"))?;
-    match check_buffer(size) {
-        Err(e @ BufferError::TooLarge { .. }) => Err(format!("{name}={text}: {e}")),
-        _ => Ok(Some(size)),
-    }
-}
-
 /// Starts the tracer if `FNTRACE_DATA` is set.
 pub fn start_from_env() -> Result<(), String> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    if var("FNTRACE_DATA").is_none() {
+    if var(settings::DATA).is_none() {
         return Ok(());
     }
-    start(&var, false)
+    start(&Settings::from_env(var).map_err(|e| e.to_string())?, false)
 }
 
 /// What a start or a change of settings needs besides the `Config`.
 struct Parsed {
     config: Config,
     /// The ops' filter (with the functions graph, notrace and triggers need).
-    filter: String,
+    filter: Vec<String>,
     /// The ops' own notrace (the function tracer's).
-    ops_notrace: String,
+    ops_notrace: Vec<String>,
     buffer: u64,
     flight: Option<u64>,
 }
 
-fn tracer_name(kind: Tracer) -> &'static str {
-    match kind {
-        Tracer::Function => "function",
-        Tracer::Graph => "function_graph",
-        Tracer::Profile => "profile",
-    }
-}
-
-/// Reads the settings (`FNTRACE_*`, by `var`).
-fn parse(var: &dyn Fn(&str) -> Option<String>) -> Result<Parsed, String> {
-    let kind = match var("FNTRACE_TRACER").as_deref() {
-        None | Some("function_graph") => Tracer::Graph,
-        Some("function") => Tracer::Function,
-        Some("profile") => Tracer::Profile,
-        Some(other) => return Err(format!("unknown tracer '{other}'")),
-    };
+/// Turns the settings (`FNTRACE_*`, read by `fntrace_format::settings`)
+/// into a `Config` and the ops' filters.
+fn parse(settings: &Settings) -> Result<Parsed, String> {
+    let kind = settings.tracer;
     clock::setup();
     let p0 = clock::point();
-    let time_filter_ns: u64 =
-        var("FNTRACE_TIME_FILTER").map_or(Ok(0), |v| v.parse().map_err(|_| "bad FNTRACE_TIME_FILTER"))?;
-    let depth: u32 = var("FNTRACE_DEPTH").map_or(Ok(0), |v| v.parse().map_err(|_| "bad FNTRACE_DEPTH"))?;
-    let graph_text = var("FNTRACE_GRAPH_FUNCTION").unwrap_or_default();
-    let graph = api::parse_filter(&graph_text).map_err(|e| e.to_string())?;
-    let notrace_text = var("FNTRACE_NOTRACE").unwrap_or_default();
+    let time_filter_ns = settings.time_filter_ns.unwrap_or(0);
+    let depth = settings.depth.unwrap_or(0);
+    let graph = Filter::parse(&settings.graph_functions).map_err(|e| e.to_string())?;
     // function_graph and profile hide a notrace function with its callees
     // (uftrace's -N); the function tracer, which has no frames, only the
     // function itself (ftrace's set_ftrace_notrace).
     let hide_callees = kind != Tracer::Function;
     let notrace = if hide_callees {
-        api::parse_filter(&notrace_text).map_err(|e| e.to_string())?
+        Filter::parse(&settings.notrace).map_err(|e| e.to_string())?
     } else {
         Filter::default()
     };
-    let triggers_text = var("FNTRACE_TRIGGERS").unwrap_or_default();
-    let triggers = fids::parse_triggers(&triggers_text)?;
+    let triggers = fids::parse_triggers(&settings.triggers)?;
     let starts_off = triggers.iter().any(|t| t.flags & fids::TRACE_ON != 0);
-    let buffer = buffer_size(var, "FNTRACE_BUFFER_SIZE")?.unwrap_or(4 << 20);
-    let flight = buffer_size(var, "FNTRACE_FLIGHT")?;
+    // A buffer larger than a thread may map was refused by `from_env`; a
+    // smaller one than the minimum is raised to it in `start`.
+    let buffer = settings.buffer_size.unwrap_or(4 << 20);
+    let flight = settings.flight;
     // Calibrate the time filter: a 2 ms look at the counter.
     let time_filter = if time_filter_ns == 0 {
         0
@@ -194,19 +145,16 @@ fn parse(var: &dyn Fn(&str) -> Option<String>) -> Result<Parsed, String> {
         let rate = clock::ticks_per_ns(p0, clock::point());
         ((time_filter_ns as f64 * rate) as u64).max(1)
     };
-    let mut filter = var("FNTRACE_FILTER").unwrap_or_default();
-    if !filter.trim().is_empty() {
+    let mut filter = settings.filter.clone();
+    if !filter.is_empty() {
         // Graph functions and trigger functions must be hooked too.
-        filter.push(' ');
-        filter.push_str(&graph_text);
+        filter.extend_from_slice(&settings.graph_functions);
         if hide_callees {
-            filter.push(' ');
-            filter.push_str(&notrace_text);
+            filter.extend_from_slice(&settings.notrace);
         }
-        for item in triggers_text.split(';') {
+        for item in &settings.triggers {
             if let Some((f, _)) = item.split_once('@') {
-                filter.push(' ');
-                filter.push_str(f.trim());
+                filter.extend(settings::patterns(f).map(str::to_string));
             }
         }
     }
@@ -216,7 +164,7 @@ fn parse(var: &dyn Fn(&str) -> Option<String>) -> Result<Parsed, String> {
         time_filter,
         has_graph: !graph.is_empty(),
         tracing: AtomicBool::new(!starts_off),
-        fast: var("FNTRACE_SLOW").is_none()
+        fast: !settings.slow
             && triggers.is_empty()
             && match kind {
                 Tracer::Graph => depth == 0 && graph.is_empty() && time_filter == 0 && notrace.is_empty(),
@@ -232,7 +180,11 @@ fn parse(var: &dyn Fn(&str) -> Option<String>) -> Result<Parsed, String> {
     Ok(Parsed {
         config,
         filter,
-        ops_notrace: if hide_callees { String::new() } else { notrace_text },
+        ops_notrace: if hide_callees {
+            Vec::new()
+        } else {
+            settings.notrace.clone()
+        },
         buffer,
         flight,
     })
@@ -245,12 +197,12 @@ fn ops_slot() -> std::sync::MutexGuard<'static, Option<Ops>> {
     OPS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Starts tracing into the data directory `FNTRACE_DATA` with the settings
-/// `var` gives. `attached`: the runtime was loaded into a running process
+/// Starts tracing into the data directory `FNTRACE_DATA` with these
+/// settings. `attached`: the runtime was loaded into a running process
 /// (`fntrace attach`): the program's signal dispositions stay its own.
-pub fn start(var: &dyn Fn(&str) -> Option<String>, attached: bool) -> Result<(), String> {
-    let root = var("FNTRACE_DATA").ok_or("no data directory")?;
-    let parsed = parse(var)?;
+pub fn start(settings: &Settings, attached: bool) -> Result<(), String> {
+    let root = settings.data.clone().ok_or("no data directory")?;
+    let parsed = parse(settings)?;
     const _: () = assert!(thread::NCHUNKS as u64 == fntrace_format::limits::CHUNKS);
     let per_thread = parsed
         .flight
@@ -259,12 +211,11 @@ pub fn start(var: &dyn Fn(&str) -> Option<String>, attached: bool) -> Result<(),
     let chunk = (per_thread / thread::NCHUNKS as u64).next_multiple_of(4096);
     thread::CHUNK_BYTES.store(chunk, Ordering::Relaxed);
     thread::FLIGHT.store(parsed.flight.is_some(), Ordering::Relaxed);
-    thread::LOSSY.store(var("FNTRACE_LOSSY").is_some(), Ordering::Relaxed);
+    thread::LOSSY.store(settings.lossy, Ordering::Relaxed);
     let kind = parsed.config.kind;
     set_config(parsed.config);
-    let root = PathBuf::from(root);
-    let parent = var("FNTRACE_PARENT_SESSION");
-    let session = session::open(&root, tracer_name(kind), parent)
+    let parent = settings.parent_session.clone();
+    let session = session::open(&root, kind.name(), parent)
         .map_err(|e| format!("cannot write {}: {e}", root.display()))?;
     // A new session in a process traced before (attached again): what the
     // threads buffered since the last one ended is not this session's.
@@ -302,7 +253,7 @@ pub fn start(var: &dyn Fn(&str) -> Option<String>, attached: bool) -> Result<(),
 }
 
 /// Registers a new ops of the tracer in force, with this filter.
-fn register(filter: &str, ops_notrace: &str) -> Result<(), String> {
+fn register(filter: &[String], ops_notrace: &[String]) -> Result<(), String> {
     let (entry, exit): (Callback5, Option<Callback5>) = match config().kind {
         Tracer::Function => (graph::function_entry, None),
         _ => (graph::graph_entry, Some(graph::graph_exit)),
@@ -314,7 +265,7 @@ fn register(filter: &str, ops_notrace: &str) -> Result<(), String> {
         FL_RECURSION_SAFE,
         fast_slot,
     );
-    ops.set_filter(filter, ops_notrace).map_err(|e| e.to_string())?;
+    ops.set_patterns(filter, ops_notrace).map_err(|e| e.to_string())?;
     if config().fast {
         asm::set_fallback(ops.as_raw() as usize, |role| {
             crate::routines::routine(crate::routines::Variant { role, regs: false })
@@ -343,8 +294,8 @@ pub fn unregister() -> bool {
 /// new filter: the sites whose wanting changes are patched, no others.
 /// Otherwise the ops is replaced by a new one; with `on` false it stays
 /// unregistered (tracing off).
-pub fn reconfigure(var: &dyn Fn(&str) -> Option<String>, on: bool) -> Result<(), String> {
-    let parsed = parse(var)?;
+pub fn reconfigure(settings: &Settings, on: bool) -> Result<(), String> {
+    let parsed = parse(settings)?;
     let old = config();
     let kept =
         (*ops_slot()).filter(|_| on && parsed.config.kind == old.kind && parsed.config.fast == old.fast);
@@ -362,7 +313,7 @@ pub fn reconfigure(var: &dyn Fn(&str) -> Option<String>, on: bool) -> Result<(),
     .map_err(|e| e.to_string())?;
     match kept {
         Some(ops) => ops
-            .set_filter(&parsed.filter, &parsed.ops_notrace)
+            .set_patterns(&parsed.filter, &parsed.ops_notrace)
             .map_err(|e| e.to_string()),
         None if on => register(&parsed.filter, &parsed.ops_notrace),
         None => Ok(()),

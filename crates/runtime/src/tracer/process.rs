@@ -115,7 +115,7 @@ extern "C" fn child() {
         thread::keep_only(thread::current_raw());
         let old = session.as_ref().map(|s| (s.root.clone(), s.name.clone()));
         if let Some((root, name)) = old {
-            let tracer = super::tracer_name(super::config().kind);
+            let tracer = super::config().kind.name();
             match session::open(&root, tracer, Some(name)) {
                 Ok(mut s) => {
                     if let Some(state) = state.as_ref() {
