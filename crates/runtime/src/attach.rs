@@ -229,6 +229,9 @@ impl Session {
         if sites == 0 {
             return Err("the process has no patchable sites".into());
         }
+        // The tracer's unwinder wrappers are hooked before any site is
+        // switched on: an exception thrown meanwhile must find them.
+        tracer::give_unwind_hooks();
         let hooks = crate::gothook::install();
         let started = match &settings {
             Ok(settings) => tracer::start(settings, true),

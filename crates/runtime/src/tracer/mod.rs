@@ -339,7 +339,7 @@ pub fn stop() {
 
 /// Gives the engine the unwinder entry points the tracer wraps
 /// (`unwind.rs`), to hook in a process it was attached to (`gothook.rs`).
-fn give_unwind_hooks() {
+pub fn give_unwind_hooks() {
     crate::gothook::set_client(crate::gothook::ClientHooks {
         names: unwind::names().to_vec(),
         wrappers: unwind::wrappers().to_vec(),
