@@ -375,7 +375,6 @@ impl State {
                 d.slot = slot;
             }
         }
-        let code = module.loaded.exec.clone();
         for (c, (change, outcome)) in changes.iter().zip(planned).enumerate() {
             let now = match &outcome {
                 Ok(new) => *new,
@@ -388,9 +387,9 @@ impl State {
                         // slot...): the record learns what is there.
                         let site = self.core.module(m)?.sites.get(change.site)?.data;
                         let len = site.cur.len();
-                        let inside = code
+                        let inside = ranges
                             .iter()
-                            .any(|&(s, e, _)| site.addr >= s && site.addr + len <= e);
+                            .any(|r| site.addr >= r.start && site.addr + len <= r.end);
                         // SAFETY: the bytes lie in an executable segment of a
                         // loaded module (checked above); code is written only
                         // under the state's lock, which we hold.

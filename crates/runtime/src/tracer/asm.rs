@@ -173,6 +173,26 @@ fntrace_tls_thread:
     // to `fail` unless the fast paths may run and the chunk has room
     // (`fend` is 0 while they may not). \cur32 and \wptr32 name the low
     // halves of \cur and \wptr.
+    // The registers the fast entry paths use (the arguments among them),
+    // saved on entry and given back on every way out.
+    .macro FNTRACE_SAVE
+    push rax
+    push rdx
+    push rcx
+    push rsi
+    push rdi
+    push r8
+    .endm
+
+    .macro FNTRACE_RESTORE
+    pop r8
+    pop rdi
+    pop rsi
+    pop rcx
+    pop rdx
+    pop rax
+    .endm
+
     .macro FNTRACE_CURSOR fail, cur, cur32, wptr, wptr32
     mov rcx, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]
     mov rcx, qword ptr fs:[rcx]
@@ -244,12 +264,7 @@ fntrace_tls_thread:
     .hidden \name
     .type \name, @function
 \name:
-    push rax
-    push rdx
-    push rcx
-    push rsi
-    push rdi
-    push r8
+    FNTRACE_SAVE
     push r9
     .if \hijack
     mov r8, \slot
@@ -279,24 +294,14 @@ fntrace_tls_thread:
     add rsi, [rip + {step_push}]
     FNTRACE_COMMIT rdi, rsi, rdx, "[r9]"
     pop r9
-    pop r8
-    pop rdi
-    pop rsi
-    pop rcx
-    pop rdx
-    pop rax
+    FNTRACE_RESTORE
     ret
 8:
     .if \hijack
     mov \slot, r8
     .endif
     pop r9
-    pop r8
-    pop rdi
-    pop rsi
-    pop rcx
-    pop rdx
-    pop rax
+    FNTRACE_RESTORE
     mov r11, [rip + {fallback_ops}]
     jmp qword ptr [rip + \fallback]
     .size \name, . - \name
@@ -312,12 +317,7 @@ fntrace_tls_thread:
     .hidden \name
     .type \name, @function
 \name:
-    push rax
-    push rdx
-    push rcx
-    push rsi
-    push rdi
-    push r8
+    FNTRACE_SAVE
 1:
     FNTRACE_CURSOR 8f, rdi, edi, rsi, esi
     FNTRACE_DELTA 8f
@@ -328,20 +328,10 @@ fntrace_tls_thread:
     FNTRACE_COMMIT rdi, rdx, r8, "[rsi]"
     mov rdx, \slot
     mov [rsi + 8], rdx
-    pop r8
-    pop rdi
-    pop rsi
-    pop rcx
-    pop rdx
-    pop rax
+    FNTRACE_RESTORE
     ret
 8:
-    pop r8
-    pop rdi
-    pop rsi
-    pop rcx
-    pop rdx
-    pop rax
+    FNTRACE_RESTORE
     mov r11, [rip + {fallback_ops}]
     jmp qword ptr [rip + \fallback]
     .size \name, . - \name
@@ -589,12 +579,7 @@ fntrace_return_slow:
     .hidden \name
     .type \name, @function
 \name:
-    push rax
-    push rdx
-    push rcx
-    push rsi
-    push rdi
-    push r8
+    FNTRACE_SAVE
     .if \hijack
     mov r8, \slot
     .endif
@@ -629,23 +614,13 @@ fntrace_return_slow:
     add rdi, [rip + {step_frame_push}]
     cmpxchg [rcx + {cursor}], rdi
     jne 1b
-    pop r8
-    pop rdi
-    pop rsi
-    pop rcx
-    pop rdx
-    pop rax
+    FNTRACE_RESTORE
     ret
 8:
     .if \hijack
     mov \slot, r8
     .endif
-    pop r8
-    pop rdi
-    pop rsi
-    pop rcx
-    pop rdx
-    pop rax
+    FNTRACE_RESTORE
     mov r11, [rip + {fallback_ops}]
     jmp qword ptr [rip + \fallback]
     .size \name, . - \name

@@ -229,7 +229,6 @@ pub fn start(settings: &Settings, attached: bool) -> Result<(), String> {
     }
     *session::lock() = Some(session);
     crate::notify::on_modules_added(on_modules);
-    give_unwind_hooks();
     api::with_state(|state| {
         on_modules(state);
         Ok(())
@@ -338,7 +337,8 @@ pub fn stop() {
 }
 
 /// Gives the engine the unwinder entry points the tracer wraps
-/// (`unwind.rs`), to hook in a process it was attached to (`gothook.rs`).
+/// (`unwind.rs`), to hook in a process it was attached to (`gothook.rs`):
+/// attach control does, before it hooks anything.
 pub fn give_unwind_hooks() {
     crate::gothook::set_client(crate::gothook::ClientHooks {
         names: unwind::names().to_vec(),
