@@ -75,6 +75,13 @@ impl<D> Core<D> {
         Some(&mut self.modules.get_mut(id)?.as_mut()?.sites.get_mut(site)?.data)
     }
 
+    /// The role of site `site` of module `id` and its runtime's data, to
+    /// change (one lookup where the runtime needs both).
+    pub fn site_mut(&mut self, id: ModuleId, site: usize) -> Option<(Role, &mut D)> {
+        let record = self.modules.get_mut(id)?.as_mut()?.sites.get_mut(site)?;
+        Some((record.role, &mut record.data))
+    }
+
     /// Every loaded module with its id.
     pub fn modules(&self) -> impl Iterator<Item = (ModuleId, &Module<D>)> {
         self.modules

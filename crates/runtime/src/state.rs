@@ -283,45 +283,43 @@ impl State {
         let Some(module) = self.mods[m].as_mut() else {
             return;
         };
-        let Some(records) = self.core.module(m) else {
-            return;
-        };
         let patcher = self.patcher;
         let ranges = text::ranges(&module.loaded);
         let mut batch = Batch::new(&ranges, self.writer, changes.len());
-        // Per change: the bytes it writes (None: nothing to write), or why not.
-        let mut planned: Vec<Result<Option<Code>, String>> = Vec::with_capacity(changes.len());
-        // Per-site slots made for this batch, kept once it is written.
-        let mut new_slots: Vec<(usize, usize)> = Vec::new();
+        // The changes refused, in order: (index, why, the bytes found there
+        // if known); the others are applied once the batch is written. The
+        // bytes each writes go into its record's data as it is added: no
+        // per-change result is kept (100,000 of them were fresh pages and
+        // a second pass on the patching path).
+        let mut refusals: Vec<(usize, String, Option<Code>)> = Vec::new();
+        let mut writes = 0;
         for (c, change) in changes.iter().enumerate() {
             // The list walker must see a site's new set before the site
             // calls the list (a refused change publishes its old set back).
             module.words.wanted[change.site].store(change.wanted, Ordering::Release);
             if change.from == change.to {
-                planned.push(Ok(None));
                 continue;
             }
-            let record = &records.sites[change.site];
-            let site = record.data;
+            let Some((role, site)) = self.core.site_mut(m, change.site) else {
+                continue;
+            };
             let target = match change.to {
                 Target::Nop => Ok(None),
                 Target::Ops(id) => match self.by_id[id as usize] {
                     Some(ops) => {
                         let wanted = SlotSite {
-                            role: record.role,
+                            role,
                             shape: site.shape,
                             fid: site.fid,
                         };
                         match ops.site_slot(&wanted) {
                             Some(_) if site.slot != 0 => Ok(site.slot),
-                            Some((data, routine)) => {
-                                module.new_slot(&self.layout, data, routine).inspect(|&slot| {
-                                    new_slots.push((change.site, slot));
-                                })
-                            }
+                            Some((data, routine)) => module
+                                .new_slot(&self.layout, data, routine)
+                                .inspect(|&slot| site.slot = slot),
                             None => {
                                 let variant = Variant {
-                                    role: record.role,
+                                    role,
                                     regs: ops.wants_regs(),
                                 };
                                 module.slot(&self.layout, (ops as *const RawOps as usize, variant))
@@ -332,10 +330,7 @@ impl State {
                     None => Err(format!("ops {id} has no callbacks")),
                 },
                 Target::List { regs } => {
-                    let variant = Variant {
-                        role: record.role,
-                        regs,
-                    };
+                    let variant = Variant { role, regs };
                     module
                         .slot(&self.layout, (&LIST_OPS as *const RawOps as usize, variant))
                         .map(Some)
@@ -343,8 +338,8 @@ impl State {
             };
             let len = site.cur.len();
             let addr = site.addr as u64;
-            let target = target.and_then(|t| t.map(|slot| module.call_target(&site, slot)).transpose());
-            planned.push(target.and_then(|t| {
+            let target = target.and_then(|t| t.map(|slot| module.call_target(site, slot)).transpose());
+            let added = target.and_then(|t| {
                 let new = match t {
                     None => patcher.make_nop(site.shape, len),
                     Some(t) => patcher.make_call(site.shape, addr, len, t as u64),
@@ -356,56 +351,52 @@ impl State {
                     new,
                     resume: patcher.resume(site.shape, addr, len, t.map(|t| t as u64)),
                 };
-                batch.add(c, &poke).map(|()| Some(new))
-            }));
+                batch.add(c, &poke).map(|()| new)
+            });
+            match added {
+                Ok(new) => {
+                    site.cur = new;
+                    writes += 1;
+                }
+                Err(why) => {
+                    // Refused before the write (not the bytes expected, no
+                    // slot...): the record learns what is there.
+                    let inside = ranges
+                        .iter()
+                        .any(|r| site.addr >= r.start && site.addr + len <= r.end);
+                    // SAFETY: the bytes lie in an executable segment of a
+                    // loaded module (checked above); code is written only
+                    // under the state's lock, which we hold.
+                    let now = inside.then(|| unsafe { text::read(site.addr, len) });
+                    refusals.push((c, why, now));
+                }
+            }
         }
         module.pools.iter_mut().for_each(Pool::close);
-        let writes = planned.iter().filter(|p| matches!(p, Ok(Some(_)))).count();
-        let mut written: Vec<(usize, Code)> = Vec::new();
         if writes > 0 {
+            let before = refusals.len();
             for r in batch.write(&mut self.stats.batch) {
-                written.push((r.key, r.now));
-                planned[r.key] = Err(r.reason);
+                refusals.push((r.key, r.reason, Some(r.now)));
+            }
+            if refusals.len() > before {
+                refusals.sort_unstable_by_key(|r| r.0);
             }
             self.stats.batches += 1;
         }
         // Commit: each change once, with what the batch did.
-        for (site, slot) in new_slots {
-            if let Some(d) = self.core.site_data_mut(m, site) {
-                d.slot = slot;
-            }
-        }
-        for (c, (change, outcome)) in changes.iter().zip(planned).enumerate() {
-            let now = match &outcome {
-                Ok(new) => *new,
-                Err(_) => written
-                    .iter()
-                    .find(|(k, _)| *k == c)
-                    .map(|&(_, now)| now)
-                    .or_else(|| {
-                        // Refused before the write (not the bytes expected, no
-                        // slot...): the record learns what is there.
-                        let site = self.core.module(m)?.sites.get(change.site)?.data;
-                        let len = site.cur.len();
-                        let inside = ranges
-                            .iter()
-                            .any(|r| site.addr >= r.start && site.addr + len <= r.end);
-                        // SAFETY: the bytes lie in an executable segment of a
-                        // loaded module (checked above); code is written only
-                        // under the state's lock, which we hold.
-                        inside.then(|| unsafe { text::read(site.addr, len) })
-                    }),
+        let mut next = refusals.into_iter().peekable();
+        for (c, change) in changes.iter().enumerate() {
+            let Some((_, why, now)) = next.next_if(|r| r.0 == c) else {
+                self.core.commit(change, true);
+                continue;
             };
             if let (Some(now), Some(d)) = (now, self.core.site_data_mut(m, change.site)) {
                 d.cur = now;
             }
-            let applied = outcome.is_ok();
-            self.core.commit(change, applied);
-            if let Err(e) = outcome {
-                let published = self.core.module(m).map_or(0, |r| r.sites[change.site].published);
-                module.words.wanted[change.site].store(published, Ordering::Release);
-                refused.push(e);
-            }
+            self.core.commit(change, false);
+            let published = self.core.module(m).map_or(0, |r| r.sites[change.site].published);
+            module.words.wanted[change.site].store(published, Ordering::Release);
+            refused.push(why);
         }
     }
 }
