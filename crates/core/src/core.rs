@@ -1,7 +1,7 @@
 //! The core: ops and modules in, changes out. It decides; the runtime acts
 //! on the changes and reports back with [`Core::commit`].
 
-use fntrace_sites::filter::{Filter, Names};
+use fntrace_filter::{Filter, Names};
 
 use crate::decide::{bits, decide};
 use crate::model::{Change, Module, ModuleId, Ops, OpsFlags, OpsId, Role, MAX_OPS};
@@ -299,8 +299,8 @@ fn with_names<R>(m: &mut Module, f: usize, body: impl FnOnce(&Names<'_>) -> R) -
     let symbol = &m.functions[f];
     let (demangled, base) = m.demangled[f].get_or_insert_with(|| {
         (
-            fntrace_sites::demangle::demangle(symbol),
-            fntrace_sites::demangle::demangle_without_params(symbol),
+            fntrace_filter::demangle::demangle(symbol),
+            fntrace_filter::demangle::demangle_without_params(symbol),
         )
     });
     body(&Names {

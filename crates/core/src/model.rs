@@ -1,6 +1,6 @@
 //! What the core keeps: ops, modules, and one record per site.
 
-use fntrace_sites::filter::Filter;
+use fntrace_filter::Filter;
 
 /// Most ops registered at once (a site's "wanted by" set is one word).
 pub const MAX_OPS: usize = 64;

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 
-use fntrace_sites::filter::Filter;
+use fntrace_filter::Filter;
 
 use crate::api::{self, Ops};
 use crate::ops::{Callback, RawOps, FL_RECURSION_SAFE};
