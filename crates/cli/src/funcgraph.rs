@@ -21,9 +21,9 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
+use fntrace_filter::Filter;
 use fntrace_format::read::{Event, EventKind, Process};
 use fntrace_format::stack::CallStack;
-use fntrace_sites::filter::Filter;
 
 use crate::merge::Merge;
 use crate::trace::Names;

@@ -6,7 +6,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use fntrace_sites::filter::Filter;
+use fntrace_filter::Filter;
 
 use crate::cmd::record::{Options, Request};
 use fntrace_format::settings;

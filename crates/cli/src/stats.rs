@@ -16,9 +16,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::mem;
 
+use fntrace_filter::Filter;
 use fntrace_format::calls::{Call, CallBuilder, End};
 use fntrace_format::read::{EventKind, Losses, Process, Trace};
-use fntrace_sites::filter::Filter;
 
 use crate::trace::{self, Names};
 

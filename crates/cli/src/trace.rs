@@ -5,9 +5,9 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
+use fntrace_filter::demangle;
+use fntrace_filter::{Filter, Names as FilterNames};
 use fntrace_format::read::{self, Functions, Process, Trace};
-use fntrace_sites::demangle;
-use fntrace_sites::filter::{Filter, Names as FilterNames};
 
 use crate::output;
 

@@ -1,6 +1,6 @@
 //! A function pattern that matches no patchable function is refused
 //! before anything runs, as a typo would otherwise record nothing (the
-//! rule itself: `fntrace_sites::filter::first_unmatched`). `record` and
+//! rule itself: `fntrace_filter::first_unmatched`). `record` and
 //! `live` check their patterns against the program and, when the program
 //! alone does not match them, the libraries it loads at start, found as
 //! the dynamic loader finds them (`fntrace_sites::libraries`); `attach`
@@ -12,9 +12,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use fntrace_sites::filter::{first_unmatched, Filter, Names};
+use fntrace_filter::{demangle, first_unmatched, Filter, Names};
 use fntrace_sites::libraries::{libraries, Search};
-use fntrace_sites::{demangle, Binary, Dynamic};
+use fntrace_sites::{Binary, Dynamic};
 
 use crate::cmd::record::Options;
 use crate::inject::InjectError;

@@ -4,7 +4,7 @@
 //! `ftrace_update_record`). The site records carry the runtime's data
 //! (`D`), which only the runtime reads and writes ([`Core::data_mut`]).
 
-use fntrace_sites::filter::{Filter, Names};
+use fntrace_filter::{Filter, Names};
 
 use crate::decide::{bits, decide};
 use crate::model::{Change, Module, ModuleId, Ops, OpsFlags, OpsId, Role, MAX_OPS};
@@ -327,8 +327,8 @@ fn with_names<D, R>(m: &mut Module<D>, f: usize, body: impl FnOnce(&Names<'_>) -
     let symbol = &m.functions[f];
     let (demangled, base) = m.demangled[f].get_or_insert_with(|| {
         (
-            fntrace_sites::demangle::demangle(symbol),
-            fntrace_sites::demangle::demangle_without_params(symbol),
+            fntrace_filter::demangle::demangle(symbol),
+            fntrace_filter::demangle::demangle_without_params(symbol),
         )
     });
     body(&Names {

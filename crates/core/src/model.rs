@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use fntrace_sites::filter::Filter;
+use fntrace_filter::Filter;
 
 /// Most ops registered at once (a site's "wanted by" set is one word).
 pub const MAX_OPS: usize = 64;

@@ -1,7 +1,7 @@
 //! The core's bookkeeping: registrations, filters and modules in, the
 //! minimal set of changes out.
 
-use fntrace_sites::filter::Filter;
+use fntrace_filter::Filter;
 
 use crate::*;
 
@@ -177,16 +177,12 @@ fn ipmodify_is_exclusive_per_function() {
             function: "foo".into()
         }
     );
-    assert!(core
-        .ops(b)
-        .unwrap()
-        .filter
-        .selects(&fntrace_sites::filter::Names {
-            symbol: "bar",
-            demangled: "bar",
-            base: None,
-            module: "prog",
-        }));
+    assert!(core.ops(b).unwrap().filter.selects(&fntrace_filter::Names {
+        symbol: "bar",
+        demangled: "bar",
+        base: None,
+        module: "prog",
+    }));
     core.unregister(a).unwrap();
 }
 

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use fntrace_arch::{Family, Patcher, PlanError, PlanSite, State, TrampolineSpec};
 use fntrace_core::{Change, Core, Module, ModuleId, Ops, OpsFlags, OpsId, Role, SiteRecord, Target as Goal};
-use fntrace_sites::filter::Filter;
+use fntrace_filter::Filter;
 
 use crate::build::{emulate, Program, Target};
 use crate::expect::{Expect, Model, Tramp};

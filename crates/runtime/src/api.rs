@@ -7,7 +7,7 @@ use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use fntrace_core::{Ops as CoreOps, OpsFlags, Target};
-use fntrace_sites::filter::{first_unmatched, Filter};
+use fntrace_filter::{first_unmatched, Filter};
 
 use crate::error::{Error, Result};
 use crate::index;

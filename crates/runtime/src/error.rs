@@ -1,7 +1,7 @@
 //! Errors of the runtime's API.
 
 use fntrace_core::CoreError;
-use fntrace_sites::filter::FilterError;
+use fntrace_filter::FilterError;
 
 /// Why a runtime request failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

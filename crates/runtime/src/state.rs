@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use fntrace_arch::{BreakpointPatcher, Code, Shape, SlotLayout};
 use fntrace_core::{Change, Core, OpsId, SiteRecord, Target, MAX_OPS};
-use fntrace_sites::filter::Filter;
+use fntrace_filter::Filter;
 use fntrace_sites::SiteKind;
 
 use crate::error::{Error, Result};

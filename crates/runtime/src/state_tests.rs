@@ -5,7 +5,7 @@
 
 use fntrace_arch::{Code, ElfArch, Shape};
 use fntrace_core::{Module, Ops as CoreOps, OpsFlags, Role, Target};
-use fntrace_sites::filter::Filter;
+use fntrace_filter::Filter;
 use fntrace_sites::SiteKind;
 
 use crate::error::Error;

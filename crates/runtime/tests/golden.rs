@@ -37,8 +37,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use fntrace_filter::demangle::demangle;
 use fntrace_format::{EventKind, Process, Trace};
-use fntrace_sites::demangle::demangle;
 
 use common::{include, programs, run, runtime};
 

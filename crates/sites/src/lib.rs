@@ -18,12 +18,10 @@
 mod bytes;
 mod classify;
 pub mod debugfile;
-pub mod demangle;
 mod dynamic;
 mod dynrel;
 mod elfedit;
 mod error;
-pub mod filter;
 mod got;
 mod hooks;
 mod image;

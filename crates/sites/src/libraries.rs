@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use object::elf::{Machine, EM_386, EM_AARCH64, EM_X86_64};
 
 use crate::dynamic::Dynamic;
-use crate::filter::Glob;
+use fntrace_filter::Glob;
 
 /// At most this many libraries.
 const MAX_LIBRARIES: usize = 4096;

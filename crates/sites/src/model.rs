@@ -185,7 +185,7 @@ pub struct Function {
 impl Function {
     /// The demangled name (C++ Itanium, Rust legacy and v0), or the name.
     pub fn demangled(&self) -> String {
-        crate::demangle::demangle(&self.name)
+        fntrace_filter::demangle::demangle(&self.name)
     }
 
     /// True if `address` lies inside the function.

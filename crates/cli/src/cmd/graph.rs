@@ -7,8 +7,8 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use fntrace_filter::Filter;
 use fntrace_format::layout;
-use fntrace_sites::filter::Filter;
 
 use crate::losses;
 use crate::nothing;

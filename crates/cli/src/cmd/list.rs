@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use fntrace_sites::filter::{Filter, Names};
-use fntrace_sites::{demangle, hex, Binary, FileKind, Function, Site, SiteKind};
+use fntrace_filter::{demangle, Filter, Names};
+use fntrace_sites::{hex, Binary, FileKind, Function, Site, SiteKind};
 use serde::Serialize;
 
 use crate::output::{self, file_name, read_input};

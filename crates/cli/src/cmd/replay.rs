@@ -6,9 +6,9 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use fntrace_filter::{first_unmatched, Filter};
 use fntrace_format::layout;
 use fntrace_format::read::{Process, Trace};
-use fntrace_sites::filter::{first_unmatched, Filter};
 
 use crate::funcgraph::{ProcessView, Style};
 use crate::losses;

@@ -6,8 +6,8 @@
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use fntrace_core::Role;
-use fntrace_sites::demangle;
-use fntrace_sites::filter::{Filter, Names};
+use fntrace_filter::demangle;
+use fntrace_filter::{Filter, Names};
 
 use crate::index;
 use crate::state::State;

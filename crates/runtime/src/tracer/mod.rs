@@ -19,8 +19,8 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 
+use fntrace_filter::Filter;
 use fntrace_format::settings::{self, Settings};
-use fntrace_sites::filter::Filter;
 
 use crate::api::{self, Ops};
 use crate::ops::{Callback, RawOps, SlotSite, FL_RECURSION_SAFE};

@@ -212,7 +212,7 @@ pub fn functions(profile: &mut Profile, process: &Process, demangle: bool) -> Ha
         };
         let rva = |f: &FunctionEntry| f.address.checked_sub(bias).and_then(|a| u32::try_from(a).ok());
         let shown = |f: &&FunctionEntry| match demangle {
-            true => fntrace_sites::demangle::demangle(&f.name),
+            true => fntrace_filter::demangle::demangle(&f.name),
             false => f.name.clone(),
         };
         let names: Vec<String> = entries.iter().map(shown).collect();

@@ -329,7 +329,7 @@ pub(super) fn expected(dir: &Dir, pid: u32, tid: u32) -> Vec<Slice> {
         .map(|c| Slice {
             start: c.start_ns,
             end: c.end_ns,
-            name: fntrace_sites::demangle::demangle(&process.functions.name(c.fid)),
+            name: fntrace_filter::demangle::demangle(&process.functions.name(c.fid)),
             depth: c.depth,
             how: match c.end {
                 End::Returned => "returned",

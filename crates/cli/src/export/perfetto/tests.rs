@@ -227,7 +227,7 @@ fn much_smaller_than_chrome_json() {
     let mut t = T0;
     let mut chunk = ChunkBuilder::new(9, 0, t);
     let mut push_json = |ph: &str, ns: u64, fid: u32| {
-        let name = fntrace_sites::demangle::demangle(FUNCTIONS[fid as usize]);
+        let name = fntrace_filter::demangle::demangle(FUNCTIONS[fid as usize]);
         let ev =
             serde_json::json!({"ph": ph, "ts": (ns - T0) as f64 / 1000.0, "pid": 9, "tid": 9, "name": name});
         json += serde_json::to_string(&ev).unwrap().len() + 2;
