@@ -89,7 +89,7 @@ fn setup() -> std::result::Result<(), String> {
             live: true,
             sync,
             scratch: sys::scratch_page(),
-            breakpoint: patcher.breakpoint(),
+            patcher,
         },
         stats: Default::default(),
         handles: Default::default(),
