@@ -21,7 +21,7 @@ pub mod x86_64;
 
 pub use isa::{Call, CallTarget, Isa, PointerReloc, RelocCall, SledKind};
 pub use patch::{BreakpointPatcher, Code, PatchError, Resume, Shape, SlotLayout};
-pub use plan::{Family, Patcher, PlanError, PlanSite, State, TrampolineSpec, Write};
+pub use plan::{Family, Patcher, Plan, PlanError, PlanSite, State, TrampolineSpec, Write, MAX_WRITES};
 
 /// ELF `e_machine` value of x86-64.
 pub const EM_X86_64: u16 = 62;

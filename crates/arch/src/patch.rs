@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use crate::plan::Plan;
+
 /// Longest site the patching verbs handle (an x86-64 instruction's maximum).
 pub const MAX_SITE_LEN: usize = 15;
 
@@ -46,6 +48,11 @@ pub struct Code {
 }
 
 impl Code {
+    /// No bytes.
+    pub const EMPTY: Code = Code {
+        bytes: [0; MAX_SITE_LEN + 1],
+    };
+
     /// The bytes of `slice`; `None` if it is longer than [`MAX_SITE_LEN`].
     pub fn new(slice: &[u8]) -> Option<Code> {
         if slice.len() > MAX_SITE_LEN {
@@ -67,6 +74,13 @@ impl Code {
         }
     }
 
+    /// The bytes as one little-endian word (first byte lowest), zero after
+    /// the last; without a copy.
+    #[inline]
+    pub(crate) fn word(&self) -> u128 {
+        u128::from_le_bytes(self.bytes) & !(0xff << (8 * MAX_SITE_LEN))
+    }
+
     /// The bytes.
     #[inline]
     pub fn as_slice(&self) -> &[u8] {
@@ -83,6 +97,14 @@ impl Code {
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl std::ops::Deref for Code {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
     }
 }
 
@@ -152,15 +174,29 @@ pub struct SlotLayout {
     pub size: usize,
 }
 
+impl SlotLayout {
+    /// A slot's bytes: the code, then `data` and `target` in their words
+    /// (little-endian); any gap is zero.
+    pub fn slot(&self, data: u64, target: u64) -> Vec<u8> {
+        let mut bytes = vec![0; self.size];
+        bytes[..self.code.len()].copy_from_slice(&self.code);
+        bytes[self.data..self.data + 8].copy_from_slice(&data.to_le_bytes());
+        bytes[self.target..self.target + 8].copy_from_slice(&target.to_le_bytes());
+        bytes
+    }
+}
+
 /// The patching verbs of an instruction set whose sites are longer than
 /// one atomically written instruction (x86-64): a breakpoint on the site's
 /// first byte while the rest changes, then the first byte (the kernel's
 /// `text_poke_bp`). What the runtime uses on the machine it runs on; the
 /// generic verbs every architecture has are [`crate::Patcher`].
 pub trait BreakpointPatcher: Sync {
-    /// The byte(s) of the breakpoint written on a site's first byte while
-    /// the rest of it changes.
-    fn breakpoint(&self) -> u8;
+    /// The plan that makes the site at `addr` hold `new` while threads may
+    /// run it: the breakpoint on its first byte, the rest of `new`, then
+    /// its first byte, three phases. A thread that meets the breakpoint
+    /// meanwhile is steered as [`BreakpointPatcher::resume`] says.
+    fn rewrite(&self, addr: u64, new: &Code) -> Plan<3>;
 
     /// Canonical "off" bytes of a site of `len` bytes: one instruction.
     fn make_nop(&self, shape: Shape, len: usize) -> Result<Code, PatchError>;

@@ -8,11 +8,21 @@
 //! chosen so that a thread running the function between two writes sees
 //! either the old behaviour or the new one, never a mixture that breaks
 //! the stack or the arguments. x86-64 sites are longer than one atomically
-//! written instruction; its plans use the breakpoint protocol instead (see
-//! [`crate::BreakpointPatcher`]), and its [`Patcher::plan`] gives the same
-//! writes in that protocol's order.
+//! written instruction; its plans are the breakpoint protocol (an `int3` on
+//! the first byte, the rest, the first byte: [`crate::BreakpointPatcher::rewrite`]).
+//!
+//! A [`Plan`] is a list of phases, one write each; before a phase is
+//! written, every thread's instruction stream has seen the one before (on
+//! x86-64 the cross-modifying sync the `int3` protocol needs, on AArch64
+//! and MIPS the cache flush every write needs anyway). Many sites' plans
+//! are carried out together phase by phase — the first write of every
+//! site, one sync, the second of every site, one sync... — as the kernel's
+//! `text_poke_bp_batch` does.
 
 use std::fmt;
+use std::ops::{Deref, DerefMut};
+
+use crate::patch::Code;
 
 /// What a site does, in the terms every architecture shares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -42,19 +52,119 @@ pub enum State {
     },
 }
 
-/// One write of one instruction: `bytes` replace the instruction at `addr`,
-/// which is aligned, so a running thread sees the old word or the new one.
-#[derive(Clone, PartialEq, Eq)]
+/// One write of a plan: `bytes` replace those at `addr`. On AArch64 and
+/// MIPS one aligned instruction, so a running thread sees the old word or
+/// the new one; on x86-64 a part of a site the breakpoint covers, or the
+/// breakpoint itself.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Write {
-    /// Address of the instruction.
+    /// Address of the first byte.
     pub addr: u64,
-    /// Its new encoding, in the target's byte order.
-    pub bytes: Vec<u8>,
+    /// The new bytes, in the target's byte order.
+    pub bytes: Code,
 }
 
 impl fmt::Debug for Write {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:#x}: {}", self.addr, crate::hex(&self.bytes))
+    }
+}
+
+/// Most writes one plan makes.
+pub const MAX_WRITES: usize = 8;
+
+/// The writes that change one site, in order: each one a phase, synced
+/// before the next (see the module's documentation). Held in place, without
+/// allocation (100,000 sites are planned at once), room for `N` writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Plan<const N: usize = MAX_WRITES> {
+    writes: [Write; N],
+    len: u8,
+}
+
+impl<const N: usize> Plan<N> {
+    /// No write.
+    pub const EMPTY: Plan<N> = Plan {
+        writes: [Write {
+            addr: 0,
+            bytes: Code::EMPTY,
+        }; N],
+        len: 0,
+    };
+
+    /// The plan of `writes`, in their order.
+    #[inline]
+    pub fn of(writes: [Write; N]) -> Plan<N> {
+        Plan { writes, len: N as u8 }
+    }
+
+    /// Adds `write` as the next phase.
+    ///
+    /// # Panics
+    /// If the plan has `N` writes already (no site form needs more than
+    /// [`MAX_WRITES`]).
+    pub fn push(&mut self, write: Write) {
+        self.writes[self.len as usize] = write;
+        self.len += 1;
+    }
+}
+
+impl<const N: usize> Default for Plan<N> {
+    fn default() -> Plan<N> {
+        Plan::EMPTY
+    }
+}
+
+impl<const N: usize> Deref for Plan<N> {
+    type Target = [Write];
+    fn deref(&self) -> &[Write] {
+        &self.writes[..self.len as usize]
+    }
+}
+
+impl<const N: usize> DerefMut for Plan<N> {
+    fn deref_mut(&mut self) -> &mut [Write] {
+        &mut self.writes[..self.len as usize]
+    }
+}
+
+impl<const N: usize> fmt::Debug for Plan<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<const N: usize> FromIterator<Write> for Plan<N> {
+    fn from_iter<I: IntoIterator<Item = Write>>(iter: I) -> Plan<N> {
+        let mut plan = Plan::EMPTY;
+        for write in iter {
+            plan.push(write);
+        }
+        plan
+    }
+}
+
+impl<const N: usize> IntoIterator for Plan<N> {
+    type Item = Write;
+    type IntoIter = std::iter::Take<std::array::IntoIter<Write, N>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.writes.into_iter().take(self.len as usize)
+    }
+}
+
+impl<'a, const N: usize> IntoIterator for &'a Plan<N> {
+    type Item = &'a Write;
+    type IntoIter = std::slice::Iter<'a, Write>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<'a, const N: usize> IntoIterator for &'a mut Plan<N> {
+    type Item = &'a mut Write;
+    type IntoIter = std::slice::IterMut<'a, Write>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter_mut()
     }
 }
 
@@ -135,9 +245,11 @@ impl std::error::Error for PlanError {}
 /// The generic patching verbs of one instruction set.
 pub trait Patcher: Sync {
     /// The writes that take `site` from state `from` to state `to`, in the
-    /// order to make them; after each one the code is safe to run. Checks
-    /// that a call reaches its target ([`PlanError::Reach`] otherwise).
-    fn plan(&self, site: &PlanSite<'_>, from: State, to: State) -> Result<Vec<Write>, PlanError>;
+    /// order to make them, each a phase; after each one (and its sync) the
+    /// code is safe to run — on x86-64 with the breakpoint protocol's trap
+    /// handler. Checks that a call reaches its target ([`PlanError::Reach`]
+    /// otherwise).
+    fn plan(&self, site: &PlanSite<'_>, from: State, to: State) -> Result<Plan, PlanError>;
 
     /// Whether the site's call can go straight to `target` (the MIPS
     /// 256 MB region of `jal`, the ±128 MB of AArch64 `bl`, the ±2 GiB of

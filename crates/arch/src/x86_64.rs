@@ -190,7 +190,7 @@ impl Isa for X86_64 {
 }
 
 mod encode;
-pub use encode::{pun_displacements, PUN_BYTES};
+pub use encode::{pun_displacements, INT3, PUN_BYTES};
 mod plan;
 mod quick;
 

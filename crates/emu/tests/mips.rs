@@ -3,7 +3,7 @@
 //! orders and MIPS64 n64.
 
 use fntrace_arch::mips::{bnel, reg, MIPS32_LE, NOP};
-use fntrace_arch::{Family, Patcher, PlanError, PlanSite, State, TrampolineSpec, Write};
+use fntrace_arch::{Code, Family, Patcher, Plan, PlanError, PlanSite, State, TrampolineSpec};
 use fntrace_emu::{scenario, scenario_with, Areas, Target, Variant, MIPS, MIPS64EL, MIPSEL};
 
 /// `-pg` as the kernel builds: `jal _mcount` near, `-mlong-calls` in the
@@ -148,12 +148,12 @@ fn mips64el_patchable_entry() {
 struct SeedNop;
 
 impl Patcher for SeedNop {
-    fn plan(&self, site: &PlanSite<'_>, from: State, to: State) -> Result<Vec<Write>, PlanError> {
+    fn plan(&self, site: &PlanSite<'_>, from: State, to: State) -> Result<Plan, PlanError> {
         let never_taken = MIPS32_LE.bytes(bnel(reg::ZERO, reg::ZERO, 1));
         let mut writes = MIPS32_LE.plan(site, from, to)?;
         for w in &mut writes {
-            if w.bytes == never_taken {
-                w.bytes = MIPS32_LE.bytes(NOP);
+            if *w.bytes == never_taken[..] {
+                w.bytes = Code::new(&MIPS32_LE.bytes(NOP)).expect("one word");
             }
         }
         Ok(writes)

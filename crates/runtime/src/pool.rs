@@ -94,11 +94,7 @@ impl Pool {
             return None;
         }
         let slot = self.base + self.used;
-        let mut bytes = vec![0xcc; layout.size];
-        bytes[..layout.code.len()].copy_from_slice(&layout.code);
-        bytes[layout.data..layout.data + 8].copy_from_slice(&data.to_le_bytes());
-        bytes[layout.target..layout.target + 8].copy_from_slice(&target.to_le_bytes());
-        self.write(slot, &bytes).ok()?;
+        self.write(slot, &layout.slot(data as u64, target as u64)).ok()?;
         self.used += layout.size;
         Some(slot)
     }

@@ -204,7 +204,7 @@ impl State {
                 live,
                 sync,
                 scratch: crate::sys::scratch_page(),
-                breakpoint: patcher.breakpoint(),
+                patcher,
             },
             stats: Stats::default(),
             handles: HashMap::new(),

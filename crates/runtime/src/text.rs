@@ -3,13 +3,16 @@
 //! a thread running any of the sites at any moment executes either the old
 //! or the new instruction, never a mix.
 //!
-//! Live protocol: publish the batch's trap table; write `int3` on the first
-//! byte of every site; sync; write every tail; sync; write every first byte;
-//! sync; withdraw the table. Three syncs and one `mprotect` pair per code
+//! Live protocol: publish the batch's trap table; carry out the arch's plan
+//! of every site phase by phase — the first write of every site, sync, the
+//! second of every site, sync, ... (on x86-64 the plan is the `int3`
+//! protocol, [`fntrace_arch::BreakpointPatcher::rewrite`]: `int3` on every
+//! first byte; sync; every tail; sync; every first byte; sync) — and
+//! withdraw the table. One sync per phase and one `mprotect` pair per code
 //! range, whatever the number of sites. [`Batch`] does it; [`apply`] is the
 //! whole of it for a slice of pokes.
 
-use fntrace_arch::{Code, Resume};
+use fntrace_arch::{BreakpointPatcher, Code, Resume};
 
 use crate::sys::SyncMethod;
 
@@ -57,7 +60,7 @@ impl Range {
 }
 
 /// How to write.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Writer {
     /// Other threads may run the code: use the breakpoint protocol.
     pub live: bool,
@@ -65,8 +68,18 @@ pub struct Writer {
     pub sync: SyncMethod,
     /// Page for the mprotect sync.
     pub scratch: usize,
-    /// The breakpoint byte.
-    pub breakpoint: u8,
+    /// The arch's plans of live writes.
+    pub patcher: &'static dyn BreakpointPatcher,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("live", &self.live)
+            .field("sync", &self.sync)
+            .field("scratch", &self.scratch)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Counts of what a batch did.

@@ -6,6 +6,7 @@ use std::io;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
+use fntrace_arch::x86_64::INT3;
 use fntrace_arch::Resume;
 
 /// The sites of the batch in progress, sorted by address.
@@ -23,7 +24,6 @@ pub static STEERED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64:
 /// The disposition of SIGTRAP before ours.
 static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
 
-const INT3: u8 = 0xcc;
 /// `si_code` of a trap raised by the kernel for `int3`.
 const SI_KERNEL: i32 = 0x80;
 

@@ -28,7 +28,8 @@
 
 use super::encode::{bl, br, decode_bl, ldr_literal, mov, reg, NOP};
 use super::Aarch64;
-use crate::plan::{Family, Patcher, PlanError, PlanSite, State, TrampolineSpec, Write};
+use crate::patch::Code;
+use crate::plan::{Family, Patcher, Plan, PlanError, PlanSite, State, TrampolineSpec, Write};
 
 /// `mov x9, x30`, the first word of an enabled entry site.
 pub const MOV_X9_LR: u32 = mov(reg::X9, reg::LR);
@@ -135,18 +136,18 @@ impl Aarch64 {
 }
 
 impl Patcher for Aarch64 {
-    fn plan(&self, site: &PlanSite<'_>, from: State, to: State) -> Result<Vec<Write>, PlanError> {
+    fn plan(&self, site: &PlanSite<'_>, from: State, to: State) -> Result<Plan, PlanError> {
         Self::check_form(site)?;
         let old = Self::words_in(site, from)?;
         let new = Self::words_in(site, to)?;
-        let mut writes: Vec<Write> = old
+        let mut writes: Plan = old
             .iter()
             .zip(&new)
             .enumerate()
             .filter(|(_, (o, n))| o != n)
             .map(|(i, (_, n))| Write {
                 addr: site.addr + 4 * i as u64,
-                bytes: n.to_le_bytes().to_vec(),
+                bytes: Code::new(&n.to_le_bytes()).expect("one word"),
             })
             .collect();
         // Entry sites: the `bl` (word 1) must never run without the

@@ -195,7 +195,7 @@ fn reach_is_that_of_the_last_word() {
             assert_eq!(A64.reaches(&site, target), ok, "{target:#x}");
             let plan = A64.plan(&site, State::Off, State::Call { target, regs: false });
             if ok {
-                let last = plan.unwrap().pop().unwrap();
+                let last = *plan.unwrap().last().unwrap();
                 assert_eq!(last.addr, call);
                 assert_eq!(decode_bl(Aarch64::word(&last.bytes).unwrap(), call), Some(target));
             } else {

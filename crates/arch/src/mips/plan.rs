@@ -15,7 +15,8 @@
 
 use super::encode::{self as e, reg};
 use super::{trampoline, Mips};
-use crate::plan::{Family, Patcher, PlanError, PlanSite, State, TrampolineSpec, Write};
+use crate::patch::Code;
+use crate::plan::{Family, Patcher, Plan, PlanError, PlanSite, State, TrampolineSpec, Write};
 
 /// A site's form, from its original words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +90,7 @@ impl Mips {
     fn write(&self, site: &PlanSite<'_>, index: usize, word: u32) -> Write {
         Write {
             addr: site.addr + 4 * index as u64,
-            bytes: self.bytes(word),
+            bytes: Code::new(&self.bytes(word)).expect("one word"),
         }
     }
 
@@ -185,11 +186,11 @@ impl Mips {
 }
 
 impl Patcher for Mips {
-    fn plan(&self, site: &PlanSite<'_>, from: State, to: State) -> Result<Vec<Write>, PlanError> {
+    fn plan(&self, site: &PlanSite<'_>, from: State, to: State) -> Result<Plan, PlanError> {
         let form = self.form(site)?;
         let new = self.words_in(site, form, to)?;
         let old = self.words_in(site, form, from)?;
-        let mut writes = Vec::new();
+        let mut writes = Plan::EMPTY;
         match form {
             Form::CallWord { call, .. } => {
                 if old[call] != new[call] {
@@ -265,15 +266,8 @@ impl Patcher for Mips {
 }
 
 /// The 001 seed's write orders for an entry site.
-fn entry_writes(
-    m: &Mips,
-    site: &PlanSite<'_>,
-    from: State,
-    to: State,
-    old: &[u32],
-    new: &[u32],
-) -> Vec<Write> {
-    let mut writes = Vec::new();
+fn entry_writes(m: &Mips, site: &PlanSite<'_>, from: State, to: State, old: &[u32], new: &[u32]) -> Plan {
+    let mut writes = Plan::EMPTY;
     // The words now: `old`, except where an earlier plan left harmless
     // words that `Off` does not describe (`lui at` and `li t0` stay after
     // a disable): those are rewritten whatever they hold.

@@ -1,16 +1,13 @@
-//! The generic plans on x86-64, in the breakpoint protocol's order: an
-//! `int3` on the site's first byte, the rest of the site, then its first
-//! byte (the kernel's `text_poke_bp`). The states between the writes are
-//! safe only with the runtime's trap handler, which emulates the new
-//! instruction for a thread that meets the `int3`; on the RISC
-//! architectures each write is safe on its own.
+//! The generic plans on x86-64: the breakpoint protocol
+//! ([`BreakpointPatcher::rewrite`]: an `int3` on the site's first byte, the
+//! rest of the site, then its first byte, the kernel's `text_poke_bp`). The
+//! states between the writes are safe only with the runtime's trap
+//! handler, which emulates the new instruction for a thread that meets the
+//! `int3`; on the RISC architectures each write is safe on its own.
 
 use super::X86_64;
-use crate::patch::{BreakpointPatcher, PatchError, Shape};
-use crate::plan::{Family, Patcher, PlanError, PlanSite, State, TrampolineSpec, Write};
-
-/// `int3`.
-const INT3: u8 = 0xcc;
+use crate::patch::{BreakpointPatcher, Code, PatchError, Shape};
+use crate::plan::{Family, Patcher, Plan, PlanError, PlanSite, State, TrampolineSpec};
 
 impl X86_64 {
     /// The bytes of `site` in `state`.
@@ -52,32 +49,14 @@ fn err(e: PatchError) -> PlanError {
 }
 
 impl Patcher for X86_64 {
-    fn plan(&self, site: &PlanSite<'_>, from: State, to: State) -> Result<Vec<Write>, PlanError> {
+    fn plan(&self, site: &PlanSite<'_>, from: State, to: State) -> Result<Plan, PlanError> {
         let old = self.bytes_in(site, from)?;
         let new = self.bytes_in(site, to)?;
         if old == new {
-            return Ok(Vec::new());
+            return Ok(Plan::EMPTY);
         }
-        if old[1..] == new[1..] {
-            return Ok(vec![Write {
-                addr: site.addr,
-                bytes: new[..1].to_vec(),
-            }]);
-        }
-        Ok(vec![
-            Write {
-                addr: site.addr,
-                bytes: vec![INT3],
-            },
-            Write {
-                addr: site.addr + 1,
-                bytes: new[1..].to_vec(),
-            },
-            Write {
-                addr: site.addr,
-                bytes: new[..1].to_vec(),
-            },
-        ])
+        let new = Code::new(&new).ok_or_else(|| PlanError::Form(format!("a site of {} bytes", new.len())))?;
+        Ok(self.rewrite(site.addr, &new).into_iter().collect())
     }
 
     fn reaches(&self, site: &PlanSite<'_>, target: u64) -> bool {
@@ -132,7 +111,7 @@ mod tests {
             .plan(&site, from, to)
             .unwrap()
             .into_iter()
-            .map(|w| (w.addr, w.bytes))
+            .map(|w| (w.addr, w.bytes.to_vec()))
             .collect()
     }
 

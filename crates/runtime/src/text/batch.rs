@@ -148,9 +148,9 @@ impl<'r> Batch<'r> {
     }
 
     /// Writes every poke added: one `mprotect` pair per range, and when
-    /// other threads may run the code, the breakpoint protocol (publish the
-    /// trap table; `int3` on every first byte; sync; every tail; sync;
-    /// every first byte; sync; withdraw the table). Returns the pokes
+    /// other threads may run the code, the sites' plans phase by phase
+    /// (publish the trap table; every site's first write, sync; every
+    /// site's second, sync; ...; withdraw the table). Returns the pokes
     /// refused now, by key, ascending; every other poke added is written.
     pub fn write(&mut self, stats: &mut BatchStats) -> Vec<Refused> {
         let writable = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
@@ -247,18 +247,23 @@ impl<'r> Batch<'r> {
             writer.sync.sync(writer.scratch);
             stats.syncs += 1;
         };
-        for &addr in &self.v.addrs {
-            write(addr, &[writer.breakpoint]);
+        // Each site's plan is asked for again in every phase rather than
+        // kept: it is a few word operations, cheaper than streaming the
+        // plans of 100,000 sites through memory. Plans of one batch may
+        // differ in length: as many phases as the longest.
+        let mut phases = 1;
+        let mut phase = 0;
+        while phase < phases {
+            for (&addr, new) in self.v.addrs.iter().zip(&self.v.new) {
+                let plan = writer.patcher.rewrite(addr as u64, new);
+                phases = phases.max(plan.len());
+                if let Some(w) = plan.get(phase) {
+                    write(w.addr as usize, &w.bytes);
+                }
+            }
+            sync(stats);
+            phase += 1;
         }
-        sync(stats);
-        for (&addr, new) in self.v.addrs.iter().zip(&self.v.new) {
-            write(addr + 1, &new.as_slice()[1..]);
-        }
-        sync(stats);
-        for (&addr, new) in self.v.addrs.iter().zip(&self.v.new) {
-            write(addr, &new.as_slice()[..1]);
-        }
-        sync(stats);
         if let Some(table) = trap::withdraw() {
             self.v.trap = table.entries;
         }
