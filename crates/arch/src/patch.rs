@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::plan::Plan;
+use crate::plan::{Plan, Write};
 
 /// Longest site the patching verbs handle (an x86-64 instruction's maximum).
 pub const MAX_SITE_LEN: usize = 15;
@@ -41,8 +41,10 @@ pub enum Shape {
 /// A site's bytes, without allocation (100,000 sites are patched at once):
 /// up to [`MAX_SITE_LEN`] bytes, zero after the last, and their number in
 /// the last byte — one 16-byte value, built, copied and compared whole.
+/// Byte-aligned, so that a record holding one needs no padding (the
+/// copies and compares are unaligned 16-byte moves, as fast).
 #[derive(Clone, Copy, PartialEq, Eq)]
-#[repr(C, align(16))]
+#[repr(C)]
 pub struct Code {
     bytes: [u8; MAX_SITE_LEN + 1],
 }
@@ -196,7 +198,25 @@ pub trait BreakpointPatcher: Sync {
     /// run it: the breakpoint on its first byte, the rest of `new`, then
     /// its first byte, three phases. A thread that meets the breakpoint
     /// meanwhile is steered as [`BreakpointPatcher::resume`] says.
-    fn rewrite(&self, addr: u64, new: &Code) -> Plan<3>;
+    fn rewrite(&self, addr: u64, new: &Code) -> Plan<3> {
+        let mut plan = Plan::EMPTY;
+        for phase in 0..self.phases() {
+            if let Some(write) = self.phase(addr, new, phase) {
+                plan.push(write);
+            }
+        }
+        plan
+    }
+
+    /// How many phases [`BreakpointPatcher::rewrite`]'s plans have (a batch
+    /// makes each phase's write at every site, then syncs).
+    fn phases(&self) -> usize;
+
+    /// The write that phase `phase` of the plan making the site at `addr`
+    /// hold `new` makes, if any: the one definition of the protocol's order,
+    /// asked by a batch site by site and phase by phase (cheaper than
+    /// building or keeping whole plans for 100,000 sites).
+    fn phase(&self, addr: u64, new: &Code, phase: usize) -> Option<Write>;
 
     /// Canonical "off" bytes of a site of `len` bytes: one instruction.
     fn make_nop(&self, shape: Shape, len: usize) -> Result<Code, PatchError>;

@@ -6,6 +6,7 @@
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+use fntrace_arch::BreakpointPatcher;
 use fntrace_core::{Ops as CoreOps, OpsFlags, Target};
 use fntrace_filter::{first_unmatched, Filter};
 

@@ -67,7 +67,7 @@ pub(crate) fn no_unwind<R>(what: &str, f: impl FnOnce() -> R) -> R {
 
 /// Sets the runtime up: called once, before `main`.
 fn setup() -> std::result::Result<(), String> {
-    let patcher = fntrace_arch::breakpoint_patcher_for(fntrace_arch::ElfArch::X86_64).ok_or("no patcher")?;
+    let patcher = &fntrace_arch::NATIVE_PATCHER;
     let wanted = std::env::var(settings::SYNC).ok();
     let sync = SyncMethod::setup(wanted.as_deref());
     if sync != SyncMethod::SyncCore {

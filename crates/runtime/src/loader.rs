@@ -10,7 +10,7 @@
 //! instruction. Such a site is *punned* instead (`mirror.rs`): no byte of
 //! it ever stops being an instruction boundary.
 
-use fntrace_arch::Shape;
+use fntrace_arch::{BreakpointPatcher, Code, Shape};
 use fntrace_core::{Module, Role};
 use fntrace_sites::SiteKind;
 
@@ -109,7 +109,7 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     };
     let fid_base = state.functions.len() as u32;
     let disp = mirror.as_ref().map(|m| m.disp);
-    let records = convert(state, &loaded, binary.sites, fid_base, live, disp);
+    let (records, originals) = convert(state, &loaded, binary.sites, fid_base, live, disp);
     if records.is_empty() {
         return;
     }
@@ -138,7 +138,7 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     } else {
         state.functions.extend(records_of_functions);
     }
-    let module = ModState::new(loaded, &records, fid_base, mirror);
+    let module = ModState::new(loaded, &records, fid_base, originals, mirror);
     let (id, changes) = state
         .core
         .add_module(Module::new(module.loaded.name(), names, records));
@@ -179,7 +179,9 @@ fn mirror_for(loaded: &Loaded, found: &[fntrace_sites::Site]) -> Option<Mirror> 
 
 /// Checks every discovered site against memory and turns it into the
 /// canonical NOP of its length (its punned form with `disp`, for a run of
-/// one-byte NOPs taken in live); returns the records of the sites kept.
+/// one-byte NOPs taken in live); returns the records of the sites kept,
+/// and the original bytes of those that were not canonical NOPs (by index
+/// in the records).
 fn convert(
     state: &mut State,
     loaded: &Loaded,
@@ -187,7 +189,7 @@ fn convert(
     fid_base: u32,
     live: bool,
     disp: Option<i32>,
-) -> Vec<Record> {
+) -> (Vec<Record>, Vec<(u32, Code)>) {
     state.stats.sites += found.len();
     let batch = if live { found.len() } else { BATCH };
     let mut pokes = Vec::with_capacity(found.len().min(batch));
@@ -197,6 +199,7 @@ fn convert(
     // Indices in `records` of those that could not be written.
     let mut failed = Vec::new();
     let (mut canonical, mut segment, mut kept) = (0, 0, 0);
+    let mut originals: Vec<(u32, Code)> = Vec::new();
     let mut records: Vec<Record> = found
         .into_iter()
         .filter_map(|found| {
@@ -213,7 +216,11 @@ fn convert(
             };
             let (record, poke) = check(state, loaded, &found, shape, fid_base, &mut segment)?;
             state.stats.punned += usize::from(matches!(shape, Shape::Punned { .. }));
-            canonical += usize::from(poke.old == poke.new);
+            if poke.old == poke.new {
+                canonical += 1;
+            } else {
+                originals.push((kept as u32, poke.old));
+            }
             pokes.push(poke);
             kept += 1;
             if pokes.len() == batch {
@@ -224,10 +231,31 @@ fn convert(
         .collect();
     write(state, &mut pokes, &ranges, writer, kept, &mut failed);
     drop_failed(&mut records, &failed);
+    renumber(&mut originals, &failed);
     records.shrink_to_fit();
+    originals.shrink_to_fit();
     state.stats.canonical += canonical;
     state.stats.converted += records.len().saturating_sub(canonical);
-    records
+    (records, originals)
+}
+
+/// Drops the originals of the sites at the indices `failed` (ascending)
+/// and gives the others their index once those sites are removed.
+fn renumber(originals: &mut Vec<(u32, Code)>, failed: &[usize]) {
+    if failed.is_empty() {
+        return;
+    }
+    let mut gone = 0;
+    originals.retain_mut(|(i, _)| {
+        while failed.get(gone).is_some_and(|&f| f < *i as usize) {
+            gone += 1;
+        }
+        if failed.get(gone) == Some(&(*i as usize)) {
+            return false;
+        }
+        *i -= gone as u32;
+        true
+    });
 }
 
 /// A discovered site checked against memory: its record (the site already
@@ -282,7 +310,6 @@ fn check(
         shape,
         kind: site.kind,
         cur: nop,
-        orig: now,
         fid: function.map_or(NO_FID, |f| fid_base + f),
         slot: 0,
     };
@@ -324,4 +351,26 @@ fn write(
         }
     }
     pokes.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn originals_follow_their_sites_when_failed_sites_are_dropped() {
+        let code = |b: u8| Code::new(&[b; 5]).expect("5 bytes");
+        // Sites 0..8; those with originals: 1, 3, 4, 7; sites 3 and 5 failed.
+        let mut originals = vec![(1, code(1)), (3, code(3)), (4, code(4)), (7, code(7))];
+        let mut sites: Vec<u32> = (0..8).collect();
+        let failed = [3, 5];
+        drop_failed(&mut sites, &failed);
+        renumber(&mut originals, &failed);
+        // Each original is at the index its site now has, with its bytes.
+        let found: Vec<(u32, u8)> = originals
+            .iter()
+            .map(|&(i, c)| (sites[i as usize], c.as_slice()[0]))
+            .collect();
+        assert_eq!(found, vec![(1, 1), (4, 4), (7, 7)]);
+    }
 }

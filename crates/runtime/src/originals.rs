@@ -3,13 +3,13 @@
 //! more): a process we attached to is left with the code it had — `call
 //! __fentry__`, `call mcount`, an XRay sled's jump — not with our NOPs.
 //!
-//! Every site's record keeps its original bytes (`Site::orig`); only the
-//! sites whose original form differs from the canonical NOP are written
-//! (`-fpatchable-function-entry` NOPs are already canonical). Both ways go
+//! The sites whose original form differs from the canonical NOP have their
+//! original bytes in their module's sparse `ModState::originals`; only they
+//! are written (`-fpatchable-function-entry` NOPs are already canonical). Both ways go
 //! through a live [`Batch`]: each site is verified, then written with the
 //! breakpoint protocol while the program's threads run.
 
-use fntrace_arch::Code;
+use fntrace_arch::{BreakpointPatcher, Code};
 
 use crate::state::State;
 use crate::text::{self, Batch, Poke};
@@ -41,19 +41,15 @@ impl State {
             let mut batch = Batch::new(&ranges, writer, 0);
             // (site, bytes written) of the pokes the batch took.
             let mut taken: Vec<(usize, Code)> = Vec::new();
-            for (i, record) in records.sites.iter().enumerate() {
-                let site = &record.data;
+            for &(i, orig) in &module.originals {
+                let i = i as usize;
+                let Some(site) = records.sites.get(i).map(|r| &r.data) else {
+                    continue;
+                };
                 let Ok(nop) = patcher.make_nop(site.shape, site.cur.len()) else {
                     continue;
                 };
-                if site.orig == nop {
-                    continue;
-                }
-                let (old, new): (Code, Code) = if original {
-                    (nop, site.orig)
-                } else {
-                    (site.orig, nop)
-                };
+                let (old, new): (Code, Code) = if original { (nop, orig) } else { (orig, nop) };
                 if site.cur != old {
                     done.refused += 1;
                     continue;

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 
-use fntrace_arch::{BreakpointPatcher, Code, Shape, SlotLayout};
+use fntrace_arch::{BreakpointPatcher, Code, NativePatcher, Shape, SlotLayout};
 use fntrace_core::{Change, Core, OpsId, SiteRecord, Target, MAX_OPS};
 use fntrace_filter::Filter;
 use fntrace_sites::SiteKind;
@@ -31,9 +31,6 @@ pub struct Site {
     pub kind: SiteKind,
     /// The bytes there now.
     pub cur: Code,
-    /// The bytes the compiler left there (given back at a detach:
-    /// `originals.rs`).
-    pub orig: Code,
     /// Its function's id ([`NO_FID`] if none).
     pub fid: u32,
     /// Its own trampoline slot, if a client asked for one (an ops's
@@ -69,6 +66,12 @@ pub struct ModState {
     pub words: &'static SiteWords,
     /// The id of its first function.
     pub fid_base: u32,
+    /// The bytes the compiler left at the sites where they are not the
+    /// canonical NOP (`-pg`, `-mfentry`, XRay sleds), by site index,
+    /// ascending: given back at a detach (`originals.rs`). Most sites of
+    /// `-fpatchable-function-entry` builds need none, so the records stay
+    /// small (the kernel keeps none: it knows a site was `call mcount`).
+    pub originals: Vec<(u32, Code)>,
     pools: Vec<Pool>,
     /// Slots by ops and routine: a few per ops, searched in order.
     slots: Vec<(SlotKey, usize)>,
@@ -81,12 +84,19 @@ type SlotKey = (usize, Variant);
 
 impl ModState {
     /// A module with no pool yet.
-    pub fn new(loaded: Loaded, records: &[Record], fid_base: u32, mirror: Option<Mirror>) -> ModState {
+    pub fn new(
+        loaded: Loaded,
+        records: &[Record],
+        fid_base: u32,
+        originals: Vec<(u32, Code)>,
+        mirror: Option<Mirror>,
+    ) -> ModState {
         let words = SiteWords::leak(records.iter().map(|r| r.data.fid).collect());
         ModState {
             loaded,
             words,
             fid_base,
+            originals,
             pools: Vec::new(),
             slots: Vec::new(),
             mirror,
@@ -176,7 +186,7 @@ pub struct State {
     /// Modules by core id.
     pub mods: Vec<Option<ModState>>,
     /// The arch verbs.
-    pub patcher: &'static dyn BreakpointPatcher,
+    pub patcher: &'static NativePatcher,
     /// The trampoline slot layout.
     pub layout: SlotLayout,
     /// How to write code.
@@ -194,7 +204,7 @@ pub struct State {
 impl State {
     /// A state with nothing taken in yet, patching through `patcher`;
     /// `live`: other threads may run the code it writes.
-    pub fn new(patcher: &'static dyn BreakpointPatcher, sync: crate::sys::SyncMethod, live: bool) -> State {
+    pub fn new(patcher: &'static NativePatcher, sync: crate::sys::SyncMethod, live: bool) -> State {
         State {
             core: Core::default(),
             mods: Vec::new(),

@@ -3,7 +3,7 @@
 //! plain writes (no other thread runs it), each change committed once with
 //! what the batch did.
 
-use fntrace_arch::{Code, ElfArch, Shape};
+use fntrace_arch::{Code, Shape};
 use fntrace_core::{Module, Ops as CoreOps, OpsFlags, Role, Target};
 use fntrace_filter::Filter;
 use fntrace_sites::SiteKind;
@@ -64,7 +64,7 @@ unsafe extern "C" fn entry(_: usize, _: usize, _: *mut RawOps, _: *mut Regs) {}
 /// A state with one module: the code page and its four sites.
 fn state_with_page() -> (State, usize) {
     let base = code_page();
-    let patcher = fntrace_arch::breakpoint_patcher_for(ElfArch::X86_64).expect("x86-64");
+    let patcher = &fntrace_arch::NATIVE_PATCHER;
     let mut state = State::new(patcher, SyncMethod::Mprotect, false);
     let nop = Code::new(&NOP5).expect("5 bytes");
     let records: Vec<Record> = (0..SITES)
@@ -74,7 +74,6 @@ fn state_with_page() -> (State, usize) {
                 shape: Shape::Inline,
                 kind: SiteKind::Patchable,
                 cur: nop,
-                orig: nop,
                 fid: i as u32,
                 slot: 0,
             };
@@ -86,7 +85,7 @@ fn state_with_page() -> (State, usize) {
         bias: base,
         exec: vec![(base, base + 4096, libc::PROT_READ | libc::PROT_EXEC)],
     };
-    let module = ModState::new(loaded, &records, 0, None);
+    let module = ModState::new(loaded, &records, 0, Vec::new(), None);
     let names = (0..SITES).map(|i| format!("f{i}")).collect();
     let (id, changes) = state.core.add_module(Module::new("libtest.so", names, records));
     assert!(changes.is_empty(), "no ops yet: nothing to change");
@@ -237,4 +236,15 @@ fn a_site_keeps_its_per_site_slot() {
     state.apply(changes).expect("applied");
     let again: Vec<usize> = (0..SITES).map(|i| record(&state, i).data.slot).collect();
     assert_eq!(again, slots);
+}
+
+/// The record stays small: 100,000 of them are walked by every register
+/// and unregister (at 96 bytes, patching was 20 % slower than at 80).
+#[test]
+fn a_site_record_fits_in_80_bytes() {
+    assert!(
+        std::mem::size_of::<Record>() <= 80,
+        "{} bytes",
+        std::mem::size_of::<Record>()
+    );
 }

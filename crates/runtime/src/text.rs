@@ -12,7 +12,7 @@
 //! range, whatever the number of sites. [`Batch`] does it; [`apply`] is the
 //! whole of it for a slice of pokes.
 
-use fntrace_arch::{BreakpointPatcher, Code, Resume};
+use fntrace_arch::{Code, NativePatcher, Resume};
 
 use crate::sys::SyncMethod;
 
@@ -69,7 +69,7 @@ pub struct Writer {
     /// Page for the mprotect sync.
     pub scratch: usize,
     /// The arch's plans of live writes.
-    pub patcher: &'static dyn BreakpointPatcher,
+    pub patcher: &'static NativePatcher,
 }
 
 impl std::fmt::Debug for Writer {

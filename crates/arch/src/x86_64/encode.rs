@@ -1,7 +1,7 @@
 //! x86-64 patching verbs: canonical NOPs, `call rel32`, trampoline slots.
 
 use crate::patch::{BreakpointPatcher, Code, PatchError, Resume, Shape, SlotLayout, MAX_SITE_LEN};
-use crate::plan::{Plan, Write};
+use crate::plan::Write;
 
 use super::X86_64;
 
@@ -107,22 +107,30 @@ fn rel32(from: u64, len: usize, to: u64) -> Option<i32> {
 }
 
 impl BreakpointPatcher for X86_64 {
-    fn rewrite(&self, addr: u64, new: &Code) -> Plan<3> {
+    #[inline]
+    fn phases(&self) -> usize {
+        3
+    }
+
+    #[inline]
+    fn phase(&self, addr: u64, new: &Code, phase: usize) -> Option<Write> {
         // The kernel's `text_poke_bp`: `int3` on the first byte, sync; the
         // tail, sync; the first byte, sync. In words, without a copy: this
         // runs for each of 100,000 sites.
         let (word, len) = (new.word(), new.len());
-        let write = |addr: u64, word: u128, len: usize| Write {
+        let (addr, word, len) = match phase {
+            0 => (addr, INT3.into(), 1),
+            1 => (addr + 1, word >> 8, len.saturating_sub(1)),
+            2 => (addr, word & 0xff, len.min(1)),
+            _ => return None,
+        };
+        Some(Write {
             addr,
             bytes: Code::from_word(word, len),
-        };
-        Plan::of([
-            write(addr, INT3.into(), 1),
-            write(addr + 1, word >> 8, len.saturating_sub(1)),
-            write(addr, word & 0xff, len.min(1)),
-        ])
+        })
     }
 
+    #[inline]
     fn make_nop(&self, shape: Shape, len: usize) -> Result<Code, PatchError> {
         let word = match shape {
             Shape::Inline if (1..=MAX_SITE_LEN).contains(&len) => NOP_WORDS[len],
@@ -135,6 +143,7 @@ impl BreakpointPatcher for X86_64 {
         Ok(Code::from_word(word, len))
     }
 
+    #[inline]
     fn call_fits(&self, shape: Shape, len: usize) -> bool {
         len <= MAX_SITE_LEN
             && match shape {
@@ -143,6 +152,7 @@ impl BreakpointPatcher for X86_64 {
             }
     }
 
+    #[inline]
     fn make_call(&self, shape: Shape, addr: u64, len: usize, target: u64) -> Result<Code, PatchError> {
         if !self.call_fits(shape, len) {
             return Err(PatchError::Length(len));
@@ -163,6 +173,7 @@ impl BreakpointPatcher for X86_64 {
         Ok(Code::from_word(rest | call_word(disp) << (8 * at), len))
     }
 
+    #[inline]
     fn return_address(&self, shape: Shape, addr: u64, len: usize) -> u64 {
         match shape {
             Shape::Inline | Shape::Punned { .. } => addr + len as u64,
@@ -170,6 +181,7 @@ impl BreakpointPatcher for X86_64 {
         }
     }
 
+    #[inline]
     fn resume(&self, shape: Shape, addr: u64, len: usize, target: Option<u64>) -> Resume {
         match (shape, target) {
             (_, Some(target)) => Resume::Call {

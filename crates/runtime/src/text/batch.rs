@@ -5,7 +5,7 @@
 
 use std::sync::Mutex;
 
-use fntrace_arch::{hex, Code, Resume};
+use fntrace_arch::{hex, BreakpointPatcher, Code, Resume};
 
 use super::{holds, read, write, BatchStats, Poke, Range, Writer};
 use crate::{sys, trap};
@@ -247,22 +247,20 @@ impl<'r> Batch<'r> {
             writer.sync.sync(writer.scratch);
             stats.syncs += 1;
         };
-        // Each site's plan is asked for again in every phase rather than
-        // kept: it is a few word operations, cheaper than streaming the
-        // plans of 100,000 sites through memory. Plans of one batch may
-        // differ in length: as many phases as the longest.
-        let mut phases = 1;
-        let mut phase = 0;
-        while phase < phases {
+        // The sites' plans phase by phase: each site's write of a phase is
+        // asked of the arch then (a few word operations), rather than whole
+        // plans built or kept for 100,000 sites.
+        let patcher = writer.patcher;
+        for phase in 0..patcher.phases() {
             for (&addr, new) in self.v.addrs.iter().zip(&self.v.new) {
-                let plan = writer.patcher.rewrite(addr as u64, new);
-                phases = phases.max(plan.len());
-                if let Some(w) = plan.get(phase) {
-                    write(w.addr as usize, &w.bytes);
+                // Read in place, not copied out: a 16-byte copy of what was
+                // just stored as two words stalls store-to-load forwarding.
+                let w = patcher.phase(addr as u64, new, phase);
+                if let Some(w) = w.as_ref() {
+                    write(w.addr as usize, w.bytes.as_slice());
                 }
             }
             sync(stats);
-            phase += 1;
         }
         if let Some(table) = trap::withdraw() {
             self.v.trap = table.entries;
