@@ -86,7 +86,7 @@ pub fn find_sites(program: &Program) -> Vec<TestSite> {
         let sites: Vec<_> = binary
             .sites
             .iter()
-            .filter(|s| binary.function_of(s).is_some_and(|f| f.name == name))
+            .filter(|s| binary.function_of(s).is_some_and(|f| &*f.name == name))
             .collect();
         assert_eq!(sites.len(), 1, "{name}: one site expected, found {sites:?}");
         let s = sites[0];
@@ -100,7 +100,7 @@ pub fn find_sites(program: &Program) -> Vec<TestSite> {
     let plain = binary
         .sites
         .iter()
-        .filter(|s| binary.function_of(s).is_some_and(|f| f.name == "plain"))
+        .filter(|s| binary.function_of(s).is_some_and(|f| &*f.name == "plain"))
         .count();
     assert_eq!(plain, 0, "the no_instrument_function has no site");
     out

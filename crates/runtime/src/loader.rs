@@ -116,13 +116,14 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     state.stats.modules += 1;
     let path: std::sync::Arc<str> = loaded.path.as_str().into();
     let bias = loaded.bias as u64;
-    // Each name kept once, shared by the core and the function table.
+    // Each name kept once (as discovery allocated it), shared by the core
+    // and the function table.
     let mut names: Vec<std::sync::Arc<str>> = Vec::with_capacity(binary.functions.len());
     let mut records_of_functions: Vec<FunctionRecord> = binary
         .functions
         .into_iter()
         .map(|f| {
-            let name: std::sync::Arc<str> = f.name.into();
+            let name = f.name;
             names.push(name.clone());
             FunctionRecord {
                 module: path.clone(),

@@ -220,7 +220,7 @@ impl Hooks {
                 .or_else(|| {
                     let section = image.code_section_at(address)?;
                     let i = functions.at(section, address)?;
-                    Some(functions.functions[i].name.clone())
+                    Some(functions.functions[i].name.to_string())
                 })
                 .unwrap_or_else(|| format!("{address:#x}")),
             CallTarget::Memory(slot) => match self.slot_names.get(&slot) {

@@ -2,6 +2,7 @@
 //! did not check out.
 
 use std::fmt;
+use std::sync::Arc;
 
 pub use fntrace_arch::SledKind;
 
@@ -165,7 +166,7 @@ impl Site {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Function {
     /// The symbol name as it is in the file (mangled).
-    pub name: String,
+    pub name: Arc<str>,
     /// Index of the symbol in its symbol table (`.symtab`, or `.dynsym`
     /// when the file has no `.symtab`).
     pub symbol: usize,

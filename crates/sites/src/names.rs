@@ -70,7 +70,7 @@ pub(crate) fn name_unnamed(binary: &mut Binary, image: &Image<'_>, module: &str)
             _ => format!("{module}+{address:#x}"),
         };
         made.push(Function {
-            name,
+            name: name.into(),
             symbol: 0,
             section: site.section,
             address,

@@ -9,6 +9,7 @@
 //! only for the symbols kept.
 
 use std::cell::Cell;
+use std::sync::Arc;
 
 use object::elf::{STB_GLOBAL, STB_LOCAL, STB_WEAK, STT_FILE, STT_FUNC, STT_GNU_IFUNC};
 use object::read::elf::{ElfFile, FileHeader, Sym, SymbolTable};
@@ -197,11 +198,13 @@ impl<'d> Packed<'d> for Compact {
     }
 }
 
-/// A name from the file (checked as UTF-8 first: names are, nearly always).
-fn string(name: &[u8]) -> String {
+/// A name from the file (checked as UTF-8 first: names are, nearly always),
+/// shared: one allocation, which the runtime's records and function table
+/// keep as they are.
+fn string(name: &[u8]) -> Arc<str> {
     match std::str::from_utf8(name) {
-        Ok(name) => name.to_owned(),
-        Err(_) => String::from_utf8_lossy(name).into_owned(),
+        Ok(name) => name.into(),
+        Err(_) => String::from_utf8_lossy(name).into(),
     }
 }
 
@@ -310,7 +313,7 @@ fn gather<'d, P: Packed<'d>, Elf: FileHeader<Endian = Endianness>>(
             size: s.size,
             local: s.local,
             file: if s.local {
-                file_of(s.index).map(string)
+                file_of(s.index).map(|f| string(f).to_string())
             } else {
                 None
             },

@@ -178,7 +178,7 @@ fn select<'a>(binary: &'a Binary, filter: &Filter, module: &str, demangled: bool
             if !filter.selects(&names) {
                 return None;
             }
-            e.name = if demangled { full } else { f.name.clone() };
+            e.name = if demangled { full } else { f.name.to_string() };
             Some(e)
         })
         .collect()
@@ -292,7 +292,7 @@ fn write_json(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> a
             let (section, addr) = start(e);
             JsonFunction {
                 name: &e.name,
-                symbol: e.function.map(|f| f.name.as_str()),
+                symbol: e.function.map(|f| &*f.name),
                 address: format!("{addr:#x}"),
                 size: e.function.map(|f| f.size),
                 kind: kinds(e),

@@ -5,6 +5,7 @@
 // stdout is the same in every run; stderr says how many signals were
 // handled (the truth the trace's handler calls are compared with).
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,10 @@ int main(int argc, char **argv) {
         struct itimerval it = {{0, 100}, {0, 100}};
         setitimer(ITIMER_REAL, &it, NULL);
     }
+    // The storm has begun before the recursion does: on a busy machine the
+    // killer thread may otherwise not run at all during a short recursion.
+    while (!handled)
+        sched_yield();
     long total = 0;
     for (long i = 0; i < iterations; i++)
         total += rec(DEPTH);
