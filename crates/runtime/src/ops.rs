@@ -7,7 +7,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use fntrace_arch::Shape;
-use fntrace_core::{bits, Role, MAX_OPS};
+use fntrace_core::{bits, OpsFlags, Role, MAX_OPS};
 
 use crate::index;
 use crate::routines::Regs;
@@ -102,10 +102,22 @@ impl RawOps {
         }))
     }
 
+    /// Its flags as the core sees them: the one translation of the `FL_*`
+    /// bits and callbacks into [`OpsFlags`].
+    pub fn core_flags(&self) -> OpsFlags {
+        OpsFlags {
+            save_regs: self.flags & FL_SAVE_REGS != 0,
+            ipmodify: self.flags & FL_IPMODIFY != 0,
+            entry: self.entry.is_some(),
+            exit: self.exit.is_some(),
+        }
+    }
+
     /// Whether its callbacks get the register frame (the trampoline that
-    /// saves every register).
+    /// saves every register): the core's [`OpsFlags::regs`] decides.
+    #[inline]
     pub fn wants_regs(&self) -> bool {
-        self.flags & (FL_SAVE_REGS | FL_IPMODIFY) != 0
+        self.core_flags().regs()
     }
 
     /// The slot of its own that the client wants for `site`, if any.

@@ -256,8 +256,10 @@ fn register(filter: &[String], ops_notrace: &[String]) -> Result<(), String> {
     );
     ops.set_patterns(filter, ops_notrace).map_err(|e| e.to_string())?;
     if config().fast {
+        // The routine the engine gives the ops's own slots (`state.rs`).
+        let regs = ops.wants_regs();
         asm::set_fallback(ops.as_raw() as usize, |role| {
-            crate::routines::routine(crate::routines::Variant { role, regs: false })
+            crate::routines::routine(crate::routines::Variant { role, regs })
         });
         FAST_OPS.store(ops.as_raw() as usize, Ordering::Release);
     } else {
