@@ -149,3 +149,35 @@ fn closed_pipe_is_not_an_error() {
         assert!(stderr.is_empty(), "{form}: {stderr}");
     }
 }
+
+/// util.c as a shared library, built as site discovery's tests build it
+/// (`crates/sites/tests/discovery_c.rs`): `:mod:libutil` selects every
+/// function `list --json` lists.
+#[test]
+fn mod_selects_a_shared_librarys_functions() {
+    let work = Work::new("list-mod-shared-library");
+    for (name, compiler, flags) in [
+        (
+            "gcc-so-fentry",
+            "gcc",
+            &["-pg", "-mfentry", "-mrecord-mcount"][..],
+        ),
+        ("gcc-so-mcount", "gcc", &["-pg"]),
+        (
+            "clang-so-patchable",
+            "clang-16",
+            &["-fpatchable-function-entry=5,2"],
+        ),
+    ] {
+        let mut args = vec!["-O2", "-fPIC", "-shared"];
+        args.extend(flags);
+        let lib = build_program(&work, "libutil.so", compiler, &["c/util.c"], &args);
+        let listing = list(&lib);
+        let out = fntrace_output(&["list", lib.to_str().unwrap(), ":mod:libutil"]);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).lines().count(),
+            listing.len(),
+            "{name}"
+        );
+    }
+}

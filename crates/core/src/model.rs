@@ -28,7 +28,10 @@ pub struct OpsFlags {
 }
 
 impl OpsFlags {
-    /// Whether the ops needs the trampoline that saves every register.
+    /// Whether the ops needs the trampoline that saves every register: the
+    /// one place this is decided (the core's `decide`, the runtime's
+    /// `RawOps::wants_regs` and the emulated scenarios all ask it).
+    #[inline]
     pub fn regs(&self) -> bool {
         self.save_regs || self.ipmodify
     }

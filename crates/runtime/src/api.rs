@@ -7,12 +7,12 @@ use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use fntrace_arch::BreakpointPatcher;
-use fntrace_core::{Ops as CoreOps, OpsFlags, Target};
+use fntrace_core::{Ops as CoreOps, Target};
 use fntrace_filter::{first_unmatched, Filter};
 
 use crate::error::{Error, Result};
 use crate::index;
-use crate::ops::{self, Callback, RawOps, SiteSlot, FL_IPMODIFY, FL_SAVE_REGS};
+use crate::ops::{self, Callback, RawOps, SiteSlot};
 use crate::state::{Handle, State, Stats};
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -99,6 +99,11 @@ impl Ops {
         self.0 as *const RawOps as *mut RawOps
     }
 
+    /// Whether its callbacks get the register frame ([`RawOps::wants_regs`]).
+    pub fn wants_regs(&self) -> bool {
+        self.0.wants_regs()
+    }
+
     fn key(&self) -> usize {
         self.as_raw() as usize
     }
@@ -115,12 +120,7 @@ impl Ops {
 
     fn core_ops(&self, handle: &Handle) -> CoreOps {
         CoreOps {
-            flags: OpsFlags {
-                save_regs: self.0.flags & FL_SAVE_REGS != 0,
-                ipmodify: self.0.flags & FL_IPMODIFY != 0,
-                entry: self.0.entry.is_some(),
-                exit: self.0.exit.is_some(),
-            },
+            flags: self.0.core_flags(),
             filter: handle.filter.clone(),
             notrace: handle.notrace.clone(),
         }

@@ -7,7 +7,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use fntrace_arch::Shape;
-use fntrace_core::{bits, Role, MAX_OPS};
+use fntrace_core::{bits, OpsFlags, Role, MAX_OPS};
 
 use crate::index;
 use crate::routines::Regs;
@@ -102,10 +102,22 @@ impl RawOps {
         }))
     }
 
+    /// Its flags as the core sees them: the one translation of the `FL_*`
+    /// bits and callbacks into [`OpsFlags`].
+    pub fn core_flags(&self) -> OpsFlags {
+        OpsFlags {
+            save_regs: self.flags & FL_SAVE_REGS != 0,
+            ipmodify: self.flags & FL_IPMODIFY != 0,
+            entry: self.entry.is_some(),
+            exit: self.exit.is_some(),
+        }
+    }
+
     /// Whether its callbacks get the register frame (the trampoline that
-    /// saves every register).
+    /// saves every register): the core's [`OpsFlags::regs`] decides.
+    #[inline]
     pub fn wants_regs(&self) -> bool {
-        self.flags & (FL_SAVE_REGS | FL_IPMODIFY) != 0
+        self.core_flags().regs()
     }
 
     /// The slot of its own that the client wants for `site`, if any.
@@ -177,7 +189,9 @@ unsafe extern "C" fn guarded_exit(ip: usize, parent: usize, ops: *mut RawOps, re
 }
 
 /// What the routines really call: a [`Callback`] and, in `r8`, the
-/// address of the traced function's return slot (tracers hijack it).
+/// address of the traced function's return slot (tracers hijack it). A
+/// client that wants the slot writes its callbacks with this type and
+/// stores them through [`as_callback`].
 pub type Callback5 = unsafe extern "C" fn(usize, usize, *mut RawOps, *mut Regs, *mut usize);
 
 unsafe extern "C" fn list_entry(ip: usize, parent: usize, _: *mut RawOps, regs: *mut Regs, slot: *mut usize) {
@@ -207,7 +221,7 @@ fn list(ip: usize, parent: usize, regs: *mut Regs, slot: *mut usize, exit: bool)
                 std::ptr::null_mut()
             };
             if let Some(callback) = callback {
-                // SAFETY: as in `list_cb`, every callback may be given the
+                // SAFETY: as in `as_callback`, every callback may be given the
                 // slot; it was registered for sites this ops wants.
                 let callback = unsafe { std::mem::transmute::<Callback, Callback5>(callback) };
                 // SAFETY: the callback was registered for sites this ops wants.
@@ -221,11 +235,13 @@ fn list(ip: usize, parent: usize, regs: *mut Regs, slot: *mut usize, exit: bool)
 const _: () = assert!(std::mem::offset_of!(RawOps, entry) == crate::routines::ENTRY_OFFSET);
 const _: () = assert!(std::mem::offset_of!(RawOps, exit) == crate::routines::EXIT_OFFSET);
 
-/// A [`Callback5`] as the routines store it.
-pub const fn list_cb(f: Callback5) -> Callback {
-    // SAFETY: the SysV ABI passes the fifth argument in r8, which the
-    // routines always set; a four-parameter callback ignores it.
+/// A [`Callback5`] as the routines store it (the one conversion: the list
+/// dispatcher's callbacks and the tracers' go through it).
+pub const fn as_callback(f: Callback5) -> Callback {
+    // SAFETY: the routines pass a fifth argument (the return slot) in r8;
+    // the SysV ABI lets a function with four parameters ignore it, and one
+    // with five read it.
     unsafe { std::mem::transmute::<Callback5, Callback>(f) }
 }
-const LIST_ENTRY: Callback = list_cb(list_entry);
-const LIST_EXIT: Callback = list_cb(list_exit);
+const LIST_ENTRY: Callback = as_callback(list_entry);
+const LIST_EXIT: Callback = as_callback(list_exit);

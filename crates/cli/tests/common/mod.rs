@@ -1,7 +1,9 @@
-//! Shared helpers of the integration tests: a scratch directory, compiler
-//! and `fntrace` invocation, and the independent readings that results are
-//! compared with (`objdump -d`, `readelf -x`, `llvm-xray extract`).
-#![allow(dead_code)]
+//! Shared helpers of the integration tests: `fntrace` invocation and its
+//! listing; the scratch directory, compilers and the independent readings
+//! that results are compared with (`objdump -d`, `readelf -x`, `llvm-xray
+//! extract`) come from `fntrace-testkit`, which `fntrace-sites`' tests share.
+// Each test uses some of these, none uses all.
+#![allow(dead_code, unused_imports)]
 
 pub mod attach;
 pub mod check;
@@ -13,56 +15,16 @@ pub mod scenarios;
 pub mod styles;
 pub mod tally;
 pub mod tracedata;
-pub mod truth;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+pub use fntrace_testkit::{
+    build_program, cc, program, programs, require, run, sites, truth, ListedFunction, ListedSite, Work,
+    CXX_PROGRAM, C_PROGRAM,
+};
 use serde_json::Value;
-
-/// A fresh scratch directory for one test.
-pub struct Work {
-    pub dir: PathBuf,
-}
-
-impl Work {
-    pub fn new(name: &str) -> Work {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join("fntrace-tests")
-            .join(name);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Work { dir }
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-}
-
-/// The test programs' directory.
-pub fn programs() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs")
-}
-
-/// A test program's source file.
-pub fn program(rel: &str) -> String {
-    programs().join(rel).display().to_string()
-}
-
-/// Fails the test with a clear message if a tool the tests need is missing:
-/// a test that cannot run must not pass.
-pub fn require(tool: &str) {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "the tests need '{tool}': run .ci/run (it installs gcc, clang-14, clang-16, llvm)"
-    );
-}
 
 /// Whether the tests run under CI (`CI` set), where nothing may skip.
 pub fn in_ci() -> bool {
@@ -80,35 +42,6 @@ pub fn skip(test: &str, why: &str) {
         std::io::stderr(),
         "SKIPPED {test}: {why} (.ci/run installs what the tests need; under CI this fails)"
     );
-}
-
-/// Runs a command that must succeed; returns its stdout.
-pub fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The C test program's sources.
-pub const C_PROGRAM: &[&str] = &["c/main.c", "c/util.c"];
-/// The C++ test program's sources.
-pub const CXX_PROGRAM: &[&str] = &["cxx/shapes.cpp", "cxx/main.cpp"];
-
-/// Builds test program `sources` (under `tests/programs`) into the work
-/// directory as `name`: `compiler SOURCES -o name ARGS`.
-pub fn build_program(work: &Work, name: &str, compiler: &str, sources: &[&str], args: &[&str]) -> PathBuf {
-    let out = work.path(name);
-    let sources: Vec<String> = sources.iter().map(|s| program(s)).collect();
-    let mut all: Vec<&str> = sources.iter().map(String::as_str).collect();
-    all.extend(["-o", out.to_str().unwrap()]);
-    all.extend(args);
-    cc(compiler, &all);
-    out
 }
 
 /// Builds the C program `source` into the work directory as `name` with
@@ -144,12 +77,6 @@ pub fn build_generated(work: &Work, functions: usize, compiler: &str, args: &[&s
     all.extend(args);
     cc(compiler, &all);
     out
-}
-
-/// Compiles and/or links with `compiler` (gcc, clang-16, g++, ...).
-pub fn cc(compiler: &str, args: &[&str]) {
-    require(compiler);
-    run(Command::new(compiler).args(args));
 }
 
 /// The `fntrace` binary under test.
@@ -206,31 +133,6 @@ pub fn assert_fails(out: &Output, code: i32, what: &str) {
     );
 }
 
-/// A site as `fntrace list --json` reports it.
-#[derive(Debug, Clone)]
-pub struct ListedSite {
-    pub section: String,
-    pub address: u64,
-    pub len: usize,
-    pub kind: String,
-    pub source: String,
-    pub form: String,
-    pub prefix: u64,
-    pub bytes: Vec<u8>,
-}
-
-/// A function as `fntrace list --json` reports it.
-#[derive(Debug, Clone)]
-pub struct ListedFunction {
-    pub name: String,
-    pub symbol: String,
-    pub address: u64,
-    pub kind: String,
-    pub local: bool,
-    pub file: Option<String>,
-    pub sites: Vec<ListedSite>,
-}
-
 pub fn hex_u64(v: &Value) -> u64 {
     let s = v.as_str().expect("hex string");
     u64::from_str_radix(s.trim_start_matches("0x"), 16).expect("hex number")
@@ -284,13 +186,5 @@ pub fn list(path: &Path) -> Vec<ListedFunction> {
                 })
                 .collect(),
         })
-        .collect()
-}
-
-/// Every site of a listing, with the function it belongs to.
-pub fn sites(listing: &[ListedFunction]) -> Vec<(&ListedFunction, &ListedSite)> {
-    listing
-        .iter()
-        .flat_map(|f| f.sites.iter().map(move |s| (f, s)))
         .collect()
 }

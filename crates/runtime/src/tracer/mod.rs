@@ -23,8 +23,7 @@ use fntrace_filter::Filter;
 use fntrace_format::settings::{self, Settings};
 
 use crate::api::{self, Ops};
-use crate::ops::{Callback, RawOps, SlotSite, FL_RECURSION_SAFE};
-use crate::routines::Regs;
+use crate::ops::{as_callback, Callback5, RawOps, SlotSite, FL_RECURSION_SAFE};
 use crate::state::State;
 
 /// Which tracer: the settings' (`fntrace_format::settings`).
@@ -82,15 +81,6 @@ static FUNCTIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsiz
 /// The number of function ids so far.
 pub fn function_count() -> usize {
     FUNCTIONS.load(Ordering::Relaxed)
-}
-
-type Callback5 = unsafe extern "C" fn(usize, usize, *mut RawOps, *mut Regs, *mut usize);
-
-fn as_callback(f: Callback5) -> Callback {
-    // SAFETY: the routines pass a fifth argument (the return slot) in r8;
-    // the SysV ABI lets a function with four parameters ignore it, and one
-    // with five read it.
-    unsafe { std::mem::transmute::<Callback5, Callback>(f) }
 }
 
 /// Starts the tracer if `FNTRACE_DATA` is set.
@@ -266,8 +256,10 @@ fn register(filter: &[String], ops_notrace: &[String]) -> Result<(), String> {
     );
     ops.set_patterns(filter, ops_notrace).map_err(|e| e.to_string())?;
     if config().fast {
+        // The routine the engine gives the ops's own slots (`state.rs`).
+        let regs = ops.wants_regs();
         asm::set_fallback(ops.as_raw() as usize, |role| {
-            crate::routines::routine(crate::routines::Variant { role, regs: false })
+            crate::routines::routine(crate::routines::Variant { role, regs })
         });
         FAST_OPS.store(ops.as_raw() as usize, Ordering::Release);
     } else {

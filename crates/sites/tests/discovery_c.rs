@@ -144,11 +144,8 @@ fn shared_library(name: &str, compiler: &str, flags: &[&str], expect: Expect) {
     for name in ["util_sum", "util_helper_value", "util_varargs", "helper"] {
         assert!(names.contains(name), "{name} not in {names:?}");
     }
-    let out = common::fntrace_output(&["list", lib.to_str().unwrap(), ":mod:libutil"]);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).lines().count(),
-        listing.len()
-    );
+    // That `fntrace list LIB :mod:libutil` lists these same functions is
+    // the CLI's test (crates/cli/tests/list.rs).
 }
 
 #[test]

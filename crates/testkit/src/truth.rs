@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-use super::{require, run};
+use crate::{require, run};
 
 /// One instruction as `objdump -d -w` shows it.
 #[derive(Debug, Clone)]
