@@ -60,7 +60,7 @@ pub fn list(path: &Path) -> Vec<ListedFunction> {
                 || format!("<no symbol at {:#x}>", site.address),
                 |f| f.demangled(),
             ),
-            symbol: function.map(|f| f.name.clone()).unwrap_or_default(),
+            symbol: function.map(|f| f.name.to_string()).unwrap_or_default(),
             address: key.1,
             kind: String::new(),
             local: function.is_some_and(|f| f.local),
