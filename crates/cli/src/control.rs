@@ -60,7 +60,7 @@ pub fn socket(dir: &Path, pid: i32) -> PathBuf {
 
 /// The settings file for process `pid`.
 pub fn settings_file(dir: &Path, pid: i32) -> PathBuf {
-    dir.join(format!("{pid}.conf"))
+    protocol::settings_file(dir, pid as u32)
 }
 
 /// Writes the settings (`KEY=VALUE` lines, mode 0600).

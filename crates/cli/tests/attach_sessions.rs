@@ -145,3 +145,43 @@ fn stale_control_files_are_removed() {
     attach.detach();
     assert_eq!(reused.quit().1, 0);
 }
+
+/// A session that cannot open its socket (here a directory is in its way)
+/// says why in the control directory, and `fntrace attach` says it at once
+/// in one line, instead of waiting two minutes for an answer that cannot
+/// come; the process runs on, and the next attach, the way cleared, works.
+#[test]
+fn a_session_that_cannot_listen_says_why() {
+    use std::os::unix::fs::DirBuilderExt;
+    procs::runtime();
+    let work = Work::new("attach-cannot-listen");
+    let bin = build(&work, &PATCHABLE);
+    let mut target = Target::start(&bin, &work);
+    let socket = control_socket(target.pid);
+    match std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(socket.parent().unwrap())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => panic!("{e}"),
+        _ => {}
+    }
+    std::fs::create_dir_all(socket.join("in-the-way")).unwrap();
+    let out = attach_output(target.pid, &work.path("a.data"), &[]);
+    std::fs::remove_dir_all(&socket).unwrap();
+    common::assert_fails(&out, 1, "the runtime could not start: cannot listen on");
+    assert!(
+        !work.path("a.data").exists(),
+        "the failed attach left its directory"
+    );
+    for suffix in ["conf", "err"] {
+        let file = control_file(&format!("{}.{suffix}", target.pid));
+        assert!(!file.exists(), "{} was left", file.display());
+    }
+    target.cmd("tick");
+    assert_eq!(target.report().1, 0);
+    let attach = Attach::start(target.pid, &work.path("b.data"), &[]);
+    target.cmd("tick");
+    let said = attach.detach();
+    assert!(said.contains("recording to"), "{said}");
+    assert_eq!(target.report().1, 0);
+}

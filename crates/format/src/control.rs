@@ -5,12 +5,29 @@
 //! and parse them here: a [`Request`], an answer ([`answer`],
 //! [`parse_answer`]).
 
+use std::path::{Path, PathBuf};
+
 use crate::settings::patterns;
 
 /// The file name under which `fntrace attach` injects the runtime: its
 /// constructor, seeing it, does not set up in the thread the CLI stopped
 /// but starts the session whose settings are beside the link.
 pub const ATTACH_NAME: &str = "libfntrace_attach.so";
+
+/// The settings file of an attach to process `pid`, in the control
+/// directory `dir`: written by `fntrace attach`, read by the runtime (whose
+/// constructor looks for it beside the link it was loaded through).
+pub fn settings_file(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("{pid}.conf"))
+}
+
+/// Where the runtime says, in one line, why the session of `settings`
+/// could not start — it cannot answer on a socket it could not open — so
+/// that `fntrace attach` says why at once instead of waiting for an answer
+/// that will not come.
+pub fn start_error_file(settings: &Path) -> PathBuf {
+    settings.with_extension("err")
+}
 
 /// Waits for the set-up; answers what was taken over.
 pub const READY: &str = "ready";

@@ -24,6 +24,7 @@ use std::ffi::{c_char, c_int, CStr};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -60,10 +61,24 @@ pub fn from_constructor(library: &str) {
     let Some((dir, _)) = library.rsplit_once('/') else {
         return;
     };
-    let settings = format!("{dir}/{}.conf", std::process::id());
-    if std::path::Path::new(&settings).is_file() {
-        start(settings);
+    let settings = control::settings_file(Path::new(dir), std::process::id());
+    if !settings.is_file() {
+        return;
     }
+    let settings = settings.to_string_lossy().into_owned();
+    let why = match start(settings.clone()) {
+        0 => return,
+        -2 => "the process is already traced from its start",
+        -3 => "a session is already open",
+        _ => "cannot start the control thread",
+    };
+    say_why(&settings, why);
+}
+
+/// Says in the settings' start-error file why the session could not start
+/// (`fntrace attach` reads it while it waits for the socket).
+fn say_why(settings: &str, why: &str) {
+    let _ = std::fs::write(control::start_error_file(Path::new(settings)), format!("{why}\n"));
 }
 
 /// Starts the control thread: 0, or -1, -2, -3 as `fntrace_attach` says.
@@ -112,20 +127,20 @@ fn listen(path: &str) -> std::io::Result<UnixListener> {
 
 /// The control thread.
 fn serve(config: &str) {
+    let give_up = |why: String| {
+        say_why(config, &why);
+        ACTIVE.store(false, Ordering::Release);
+    };
     let lines = match read_settings(config) {
         Ok(s) => s,
-        Err(_) => {
-            ACTIVE.store(false, Ordering::Release);
-            return;
-        }
+        Err(e) => return give_up(e),
     };
     let Some(socket) = lines.get(settings::CTL).cloned() else {
-        ACTIVE.store(false, Ordering::Release);
-        return;
+        return give_up(format!("no {} in {config}", settings::CTL));
     };
-    let Ok(listener) = listen(&socket) else {
-        ACTIVE.store(false, Ordering::Release);
-        return;
+    let listener = match listen(&socket) {
+        Ok(l) => l,
+        Err(e) => return give_up(format!("cannot listen on {socket}: {e}")),
     };
     let parsed = Settings::from_env(lookup(&lines));
     let mut session = Session {

@@ -110,6 +110,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .map(|(k, v)| (k.to_string(), v.to_string_lossy().into_owned()))
         .collect();
     let settings_path = control::settings_file(&dir, pid);
+    let start_error = protocol::start_error_file(&settings_path);
+    let _ = std::fs::remove_file(&start_error);
     control::write_settings(&settings_path, &settings)?;
 
     if stop.load(Ordering::Relaxed) {
@@ -137,10 +139,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             -3 => anyhow::bail!("process {pid} ({name}) is already attached"),
             n => anyhow::bail!("the runtime could not start in process {pid} (code {n})"),
         }
-        let ready = wait_ready(&socket, pid).with_context(|| format!("cannot attach to process {pid} ({name})"))?;
+        let ready =
+            wait_ready(&socket, &start_error, pid).with_context(|| format!("cannot attach to process {pid} ({name})"))?;
         Ok((injection, ready))
     });
     let _ = std::fs::remove_file(&settings_path);
+    let _ = std::fs::remove_file(&start_error);
     let (injection, ready) = match started_session {
         Ok(r) => r,
         Err(e) => {
@@ -251,8 +255,9 @@ fn check_sites(pid: i32, name: &str, options: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Waits until the runtime in the process answers `ready`.
-fn wait_ready(socket: &Path, pid: i32) -> anyhow::Result<String> {
+/// Waits until the runtime in the process answers `ready`, or says in
+/// `start_error` why it could not start.
+fn wait_ready(socket: &Path, start_error: &Path, pid: i32) -> anyhow::Result<String> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         match control::request(socket, &protocol::Request::Ready, Duration::from_secs(120)) {
@@ -260,11 +265,17 @@ fn wait_ready(socket: &Path, pid: i32) -> anyhow::Result<String> {
             Err(Failure::NoSession) => {}
             Err(e) => anyhow::bail!("{e}"),
         }
+        if let Ok(why) = std::fs::read_to_string(start_error) {
+            anyhow::bail!("the runtime could not start: {}", why.trim());
+        }
         if !crate::inject::alive(pid) {
             anyhow::bail!("process {pid} exited during attach");
         }
         if Instant::now() > deadline {
-            anyhow::bail!("the runtime did not start within 2 minutes");
+            anyhow::bail!(
+                "the runtime did not start within 2 minutes (no answer on {}, and it said nothing)",
+                socket.display()
+            );
         }
         std::thread::sleep(Duration::from_millis(2));
     }

@@ -38,7 +38,7 @@ pub fn clean(dir: &Path) {
 /// The pid of `PID.sock`, `PID.conf` or `PID.lock`.
 fn owner(name: &str) -> Option<i32> {
     let (pid, suffix) = name.split_once('.')?;
-    if !matches!(suffix, "sock" | "conf" | "lock") || !pid.bytes().all(|b| b.is_ascii_digit()) {
+    if !matches!(suffix, "sock" | "conf" | "err" | "lock") || !pid.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     pid.parse().ok().filter(|&p| p > 0)
@@ -52,7 +52,9 @@ fn clean_process(dir: &Path, pid: i32) {
     let socket = socket(dir, pid);
     if !crate::inject::alive(pid) {
         let _ = std::fs::remove_file(&socket);
-        let _ = std::fs::remove_file(settings_file(dir, pid));
+        let settings = settings_file(dir, pid);
+        let _ = std::fs::remove_file(fntrace_format::control::start_error_file(&settings));
+        let _ = std::fs::remove_file(settings);
         return;
     }
     if socket.exists()
