@@ -21,7 +21,7 @@
 
 use thiserror::Error;
 
-use crate::plan::{Patcher, Plan, PlanError, PlanSite, State, TrampolineSpec};
+use crate::plan::{Family, Patcher, Plan, PlanError, PlanSite, State, TrampolineSpec};
 
 /// What a piece of placed code is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -182,9 +182,17 @@ pub struct Applied {
     pub plan: Plan,
 }
 
-/// Veneers and stubs are placed at this alignment (AArch64 literals need
-/// 8; 16 keeps every kind on a line boundary).
+/// Veneers and stubs are placed at least at this alignment (AArch64
+/// literals need 8; 16 keeps every kind on a line boundary).
 const CODE_ALIGN: u64 = 16;
+
+/// The alignment of a veneer or stub that `site` calls: what a trampoline
+/// its call reaches needs (64 KB for a MIPS entry site's `lui at`), at
+/// least [`CODE_ALIGN`].
+fn align_for(patcher: &dyn Patcher, site: &PlanSite<'_>) -> u64 {
+    let family = if site.entry { Family::Entry } else { Family::Mcount };
+    CODE_ALIGN.max(patcher.trampoline_align(family))
+}
 
 /// Places the code the core's changes need and plans the sites; remembers
 /// what it placed, so that a trampoline is made once per spec and a veneer
@@ -327,7 +335,8 @@ impl<'p> Placer<'p> {
         }
         let kind = CodeKind::Veneer { to };
         let len = patcher.veneer_len();
-        let at = self.reserve(space, kind, len, CODE_ALIGN, site.addr, &|at| {
+        let align = align_for(patcher, site);
+        let at = self.reserve(space, kind, len, align, site.addr, &|at| {
             patcher.reaches(site, at)
         })?;
         let bytes = patcher.veneer(at, to)?;
@@ -371,7 +380,8 @@ impl<'p> Placer<'p> {
         };
         let kind = CodeKind::Stub { replacement };
         let len = probe.len();
-        let at = self.reserve(space, kind, len, CODE_ALIGN, site.addr, &|at| {
+        let align = align_for(patcher, site);
+        let at = self.reserve(space, kind, len, align, site.addr, &|at| {
             patcher.reaches(site, at)
         })?;
         let bytes = patcher.direct_stub(at, replacement)?.unwrap_or_default();

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::aarch64::AARCH64;
-use crate::mips::MIPS32_LE;
+use crate::mips::{MIPS32_LE, MIPS64_LE};
 use crate::plan::Family;
 use crate::x86_64::X86_64;
 
@@ -162,6 +162,28 @@ fn far_sites_share_a_veneer_in_their_reach() {
     };
     let fourth = placer.prepare(&mut space, &a64_site(0x4000_1000), other).unwrap();
     assert_eq!(fourth.veneer, Some(at + 16));
+}
+
+#[test]
+fn a_mips_entry_site_gets_a_64k_aligned_veneer() {
+    // `lui at` gives no low half: beyond 32 bits, a veneer the site reaches,
+    // aligned as an entry trampoline is.
+    let mut space = Areas::new(&[0x0d00_0010]);
+    let mut placer = Placer::new(&MIPS64_LE);
+    let site = PlanSite {
+        addr: 0x40_1000,
+        original: &[0; 16],
+        entry: true,
+    };
+    let tramp = 0x1_2340_0000;
+    assert!(!MIPS64_LE.reaches(&site, tramp));
+    let want = Want::Call {
+        trampoline: tramp,
+        regs: false,
+    };
+    let p = placer.prepare(&mut space, &site, want).unwrap();
+    assert_eq!(p.veneer, Some(0x0d01_0000));
+    assert_eq!(space.asked[0].2, 0x10000);
 }
 
 #[test]
