@@ -10,17 +10,22 @@
 //! [`Isa`] (what sites look like) and [`Patcher`] (the plans that switch
 //! them, the veneers and trampolines); x86-64 also implements
 //! [`BreakpointPatcher`], the byte-level protocol its runtime uses.
+//! [`Placer`] (`place.rs`) applies the core's changes with a [`Patcher`]:
+//! the trampolines, veneers and direct-call stubs a site's new target
+//! needs, placed in memory the caller owns ([`Space`]), and the plan.
 #![forbid(unsafe_code)]
 
 pub mod aarch64;
 mod isa;
 pub mod mips;
 pub mod patch;
+pub mod place;
 mod plan;
 pub mod x86_64;
 
 pub use isa::{Call, CallTarget, Isa, PointerReloc, RelocCall, SledKind};
 pub use patch::{BreakpointPatcher, Code, PatchError, Resume, Shape, SlotLayout};
+pub use place::{Applied, CodeKind, Load, NoRoom, PlaceError, Placer, Prepared, Request, Space, Want};
 pub use plan::{Family, Patcher, Plan, PlanError, PlanSite, State, TrampolineSpec, Write, MAX_WRITES};
 
 /// ELF `e_machine` value of x86-64.

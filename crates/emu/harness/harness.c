@@ -15,6 +15,12 @@
  *   R ADDR ARG RESULT SP_OK NHITS [CB:IP:PARENT:A0]...
  * where each hit is one call of a callback (CB 1 or 2), and A0 the first
  * argument from the register frame the callback got (or "-" without one).
+ *
+ * A test may link a file of its own that defines fntrace_emu_command():
+ * its commands, in the same script, with their own checks (the AArch64
+ * plans with eight arguments, aarch64_plans.c; the MIPS trampolines
+ * entered with every register set, mips_trampolines.c). The harness ends
+ * with "D" only when every command succeeded.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -86,6 +92,10 @@ __asm__(".text\n.globl _mcount\n.type _mcount, %function\n_mcount:\n  ret\n.size
 #endif
 
 static unsigned long num(const char *s);
+
+/* A test's own commands (see above): returns 0 if it does not know `cmd`,
+ * 1 if it ran it; `line` is the whole line. Exits non-zero on a failure. */
+__attribute__((weak)) int fntrace_emu_command(const char *cmd, const char *line);
 
 /* Whether any of [start, start + len) is in use, from /proc/self/maps. */
 static int mapped(unsigned long start, unsigned long len)
@@ -198,6 +208,8 @@ int main(int argc, char **argv)
 			printf("\n");
 		} else if (!strcmp(cmd, "run") && n == 3) {
 			run(num(a), (long)num(b));
+		} else if (fntrace_emu_command && fntrace_emu_command(cmd, line)) {
+			fflush(stdout);
 		} else {
 			printf("E bad command: %s", line);
 			return 1;

@@ -119,7 +119,7 @@ fn compile(
     defs: &[&str],
 ) -> PathBuf {
     let gcc = format!("{}-gcc", target.triple);
-    let stem = source.trim_end_matches(".c");
+    let stem = Path::new(source).file_stem().unwrap().to_string_lossy();
     let obj = dir.join(format!("{stem}.o"));
     let cc = |mode: &str, input: &Path, output: &Path| {
         run(Command::new(&gcc)
@@ -147,7 +147,6 @@ fn compile(
 /// `defs` are extra `-D` options for the traced code.
 pub fn build(target: &Target, variant: &Variant, dir: &Path, defs: &[&str]) -> Program {
     std::fs::create_dir_all(dir).unwrap();
-    let gcc = format!("{}-gcc", target.triple);
     let harness = compile(target, dir, "harness.c", &[], false, &[]);
     let near = compile(target, dir, "near.c", variant.near, variant.fix_labels, defs);
     let far = compile(target, dir, "far.c", variant.far, variant.fix_labels, defs);
@@ -155,13 +154,31 @@ pub fn build(target: &Target, variant: &Variant, dir: &Path, defs: &[&str]) -> P
         .arg("--rename-section")
         .arg(".text=.modtext")
         .arg(&far));
+    let module = format!("-Wl,--section-start=.modtext={:#x}", target.module_at);
+    link(target, dir, &[harness, near, far], &[&module])
+}
+
+/// Builds the harness with a test's own files of `harness/` (C or
+/// assembly, each with its options): code to run, and the commands that
+/// run it (`fntrace_emu_command`, see `harness/harness.c`), in the same
+/// script format.
+pub fn build_with(target: &Target, dir: &Path, sources: &[(&str, &[&str])]) -> Program {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut objs = vec![compile(target, dir, "harness.c", &[], false, &[])];
+    for (source, opts) in sources {
+        objs.push(compile(target, dir, source, opts, false, &[]));
+    }
+    link(target, dir, &objs, &[])
+}
+
+/// Links `objs` statically into `dir/prog` and reads its symbols.
+fn link(target: &Target, dir: &Path, objs: &[PathBuf], opts: &[&str]) -> Program {
+    let gcc = format!("{}-gcc", target.triple);
     let exe = dir.join("prog");
     run(Command::new(&gcc)
         .args(["-static", "-no-pie"])
-        .arg(&harness)
-        .arg(&near)
-        .arg(&far)
-        .arg(format!("-Wl,--section-start=.modtext={:#x}", target.module_at))
+        .args(objs)
+        .args(opts)
         .args(target.link)
         .arg("-o")
         .arg(&exe));

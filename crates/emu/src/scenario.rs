@@ -5,10 +5,18 @@
 //! call cannot reach), regs ↔ no-regs, the other ops' trampoline, redirect
 //! and back, disable, restore — with every test function run after every
 //! single write and checked.
+//!
+//! What the core's changes need — the trampolines, a veneer where a call
+//! cannot reach, a direct-call stub — is placed by the arch layer's
+//! [`Placer`], the library code the runtime uses too; the test's part is
+//! the memory ([`AreaSpace`]: fixed areas the harness maps) and the script.
 
 use std::collections::HashMap;
 
-use fntrace_arch::{Family, Patcher, PlanError, PlanSite, State, TrampolineSpec};
+use fntrace_arch::{
+    CodeKind, Family, Load, NoRoom, Patcher, Placer, Plan, PlanError, PlanSite, Request, Space, State,
+    TrampolineSpec, Want,
+};
 use fntrace_core::{Change, Core, Module, ModuleId, Ops, OpsFlags, OpsId, Role, SiteRecord, Target as Goal};
 use fntrace_filter::Filter;
 
@@ -26,6 +34,55 @@ pub struct Areas {
     pub far_veneers: u64,
     /// Direct-call stubs.
     pub stubs: u64,
+}
+
+/// Trampolines are placed this far apart, from [`Areas::tramp`].
+const TRAMP_STRIDE: u64 = 0x10000;
+
+/// The test's [`Areas`] as the placer's memory: trampolines one after the
+/// other from `tramp`, veneers in the near or the far area by where their
+/// site is, stubs from `stubs`.
+#[derive(Debug)]
+pub struct AreaSpace {
+    next_tramp: u64,
+    next_near: u64,
+    next_far: u64,
+    next_stub: u64,
+    module_at: u64,
+}
+
+impl AreaSpace {
+    /// Nothing placed yet; sites from `module_at` on are the far module's.
+    pub fn new(areas: Areas, module_at: u64) -> AreaSpace {
+        AreaSpace {
+            next_tramp: areas.tramp,
+            next_near: areas.near_veneers,
+            next_far: areas.far_veneers,
+            next_stub: areas.stubs,
+            module_at,
+        }
+    }
+}
+
+impl Space for AreaSpace {
+    fn place(&mut self, r: &Request<'_>) -> Result<u64, NoRoom> {
+        let next = match r.kind {
+            CodeKind::Trampoline => {
+                if r.len as u64 > TRAMP_STRIDE {
+                    return Err(NoRoom(format!("a trampoline of {} bytes", r.len)));
+                }
+                let at = self.next_tramp.next_multiple_of(r.align);
+                self.next_tramp = at + TRAMP_STRIDE;
+                return Ok(at);
+            }
+            CodeKind::Veneer { .. } if r.near >= self.module_at => &mut self.next_far,
+            CodeKind::Veneer { .. } => &mut self.next_near,
+            CodeKind::Stub { .. } => &mut self.next_stub,
+        };
+        let at = next.next_multiple_of(r.align);
+        *next = at + (r.len as u64).next_multiple_of(16);
+        Ok(at)
+    }
 }
 
 /// The functions run after each write, with their argument.
@@ -121,17 +178,16 @@ pub struct Outcome {
 
 /// The script being written, with the model of what each run may show.
 struct Driver<'a> {
-    target: &'a Target,
     patcher: &'a dyn Patcher,
     sites: Vec<TestSite>,
     script: String,
     expect: Expect,
     model: Model<'a>,
     outcome: Outcome,
-    /// Veneers made: (in the far module, trampoline) → address.
-    veneers: HashMap<(bool, u64), u64>,
-    /// Where the next veneer goes: near, far.
-    next_veneer: (u64, u64),
+    /// The arch layer's placement of trampolines, veneers and stubs.
+    placer: Placer<'a>,
+    /// The memory it places them in.
+    space: AreaSpace,
     /// The generic core, with the program as its one module.
     core: Core,
     module: ModuleId,
@@ -139,7 +195,7 @@ struct Driver<'a> {
     ops_tramp: HashMap<OpsId, u64>,
 }
 
-impl Driver<'_> {
+impl<'a> Driver<'a> {
     fn index(&self, name: &str) -> usize {
         self.sites.iter().position(|s| s.function == name).unwrap()
     }
@@ -152,6 +208,39 @@ impl Driver<'_> {
             .patcher
             .plan(&s.plan_site(), from, to)
             .unwrap_or_else(|e| panic!("{}: plan {from:?} -> {to:?}: {e}", s.function));
+        self.write(site, from, to, &writes);
+    }
+
+    /// Takes one site where `want` says, through the placer: the code it
+    /// needs loaded first, then its plan write by write.
+    fn want(&mut self, site: usize, want: Want) {
+        let s = &self.sites[site];
+        let from = self.model.state(site);
+        let applied = self
+            .placer
+            .change(&mut self.space, &s.plan_site(), from, want)
+            .unwrap_or_else(|e| panic!("{}: {from:?} -> {want:?}: {e}", s.function));
+        if applied.veneer.is_some() && !self.outcome.veneered.contains(&s.function) {
+            self.outcome.veneered.push(s.function.clone());
+        }
+        for load in &applied.loads {
+            self.load(load);
+        }
+        self.write(site, from, applied.state, &applied.plan);
+    }
+
+    /// Puts placed code into the script (and veneers into the model).
+    fn load(&mut self, load: &Load) {
+        self.script += &format!("load {:#x} {}\n", load.addr, hexs(&load.bytes));
+        if let CodeKind::Veneer { to } = load.kind {
+            assert_eq!(load.bytes.len(), self.patcher.veneer_len());
+            self.model.veneers.insert(load.addr, to);
+        }
+    }
+
+    /// Makes `site`'s writes, running everything after each.
+    fn write(&mut self, site: usize, from: State, to: State, writes: &Plan) {
+        let s = &self.sites[site];
         self.script += &format!(
             "note {} {from:?} -> {to:?}: {} writes\n",
             s.function,
@@ -174,57 +263,19 @@ impl Driver<'_> {
         self.outcome.writes += writes.len();
     }
 
-    /// The destination of a call to trampoline `tramp` from `site`: the
-    /// trampoline, or a veneer near the site when the call cannot reach.
-    fn dest(&mut self, site: usize, tramp: u64) -> u64 {
-        let s = &self.sites[site];
-        if self.patcher.reaches(&s.plan_site(), tramp) {
-            return tramp;
-        }
-        let far = s.addr >= self.target.module_at;
-        let at = match self.veneers.get(&(far, tramp)) {
-            Some(&at) => at,
-            None => {
-                let slot = if far {
-                    &mut self.next_veneer.1
-                } else {
-                    &mut self.next_veneer.0
-                };
-                let at = *slot;
-                *slot += self.patcher.veneer_len().next_multiple_of(16) as u64;
-                let code = self.patcher.veneer(at, tramp).expect("veneer");
-                assert_eq!(code.len(), self.patcher.veneer_len());
-                self.script += &format!("load {at:#x} {}\n", hexs(&code));
-                self.model.veneers.insert(at, tramp);
-                self.veneers.insert((far, tramp), at);
-                at
-            }
-        };
-        assert!(
-            self.patcher.reaches(&s.plan_site(), at),
-            "{}: the veneer at {at:#x} is out of reach",
-            s.function
-        );
-        if !self.outcome.veneered.contains(&s.function) {
-            self.outcome.veneered.push(s.function.clone());
-        }
-        at
-    }
-
     /// Carries out the core's changes, one plan each, and commits them.
     fn apply(&mut self, changes: Vec<Change>) {
         for change in changes {
             assert_eq!(change.module, self.module);
-            let state = match change.to {
-                Goal::Nop => State::Off,
-                Goal::Ops(id) => {
-                    let regs = self.core.ops(id).unwrap().flags.regs();
-                    let target = self.dest(change.site, self.ops_tramp[&id]);
-                    State::Call { target, regs }
-                }
+            let want = match change.to {
+                Goal::Nop => Want::Off,
+                Goal::Ops(id) => Want::Call {
+                    trampoline: self.ops_tramp[&id],
+                    regs: self.core.ops(id).unwrap().flags.regs(),
+                },
                 Goal::List { .. } => panic!("the scenario's ops select disjoint functions"),
             };
-            self.switch(change.site, state);
+            self.want(change.site, want);
             self.core.commit(&change, true);
         }
     }
@@ -251,8 +302,13 @@ impl Driver<'_> {
     /// the core.
     fn call(&mut self, name: &str, tramp: u64, regs: bool) {
         let site = self.index(name);
-        let target = self.dest(site, tramp);
-        self.switch(site, State::Call { target, regs });
+        self.want(
+            site,
+            Want::Call {
+                trampoline: tramp,
+                regs,
+            },
+        );
     }
 }
 
@@ -279,22 +335,30 @@ pub fn run(
     let truth = results(target, redirected);
     let mut script = String::new();
 
-    // The generated code: two trampolines (two ops), one with registers.
-    let tramp2_at = areas.tramp + 0x10000;
+    // The generated code: two trampolines (two ops), one with registers,
+    // placed by the arch layer in the areas the harness maps.
     for at in [areas.tramp, areas.near_veneers, areas.far_veneers, areas.stubs] {
         script += &format!("map {at:#x} 0x20000\n");
     }
-    for (at, cb, regs) in [(areas.tramp, 1, false), (tramp2_at, 2, true)] {
+    let mut placer = Placer::new(patcher);
+    let mut space = AreaSpace::new(areas, target.module_at);
+    let mut tramps = Vec::new();
+    for (cb, regs) in [(1, false), (2, true)] {
         let spec = TrampolineSpec {
             family,
             callback: program.addr(&format!("fntrace_emu_cb{cb}")),
             regs,
         };
-        assert_eq!(at % patcher.trampoline_align(family), 0);
-        let code = patcher.trampoline(at, &spec).expect("trampoline");
-        script += &format!("load {at:#x} {}\n", hexs(&code));
+        let (at, load) = placer
+            .trampoline(&mut space, &spec, sites[0].addr)
+            .expect("trampoline");
+        let load = load.expect("a new trampoline");
+        script += &format!("load {at:#x} {}\n", hexs(&load.bytes));
         model.tramps.insert(at, Tramp { cb, regs });
+        tramps.push(at);
     }
+    let (tramp1_at, tramp2_at) = (tramps[0], tramps[1]);
+    assert_eq!((tramp1_at, tramp2_at), (areas.tramp, areas.tramp + TRAMP_STRIDE));
     for s in &sites {
         script += &format!("unprotect {:#x} {}\n", s.addr, s.original.len());
     }
@@ -317,7 +381,6 @@ pub fn run(
     ));
     assert!(changes.is_empty());
     let mut d = Driver {
-        target,
         patcher,
         core,
         module,
@@ -327,22 +390,22 @@ pub fn run(
         expect,
         model,
         outcome: Outcome::default(),
-        veneers: HashMap::new(),
-        next_veneer: (areas.near_veneers, areas.far_veneers),
+        placer,
+        space,
     };
 
     // 1. Init: every site off.
     for i in 0..d.sites.len() {
-        d.switch(i, State::Off);
+        d.want(i, Want::Off);
     }
     // 2. Ops A, no regs, traces TRACED: the core decides, plans act.
-    let a = d.register(TRACED, false, areas.tramp);
+    let a = d.register(TRACED, false, tramp1_at);
     // 3. The arch layer's modify: registers for `leaf` and `mod_leaf`
     //    (on MIPS entry sites one `li t0` write), and back for `mod_leaf`.
-    let regs_tramp = if site_selects_regs { areas.tramp } else { tramp2_at };
+    let regs_tramp = if site_selects_regs { tramp1_at } else { tramp2_at };
     d.call("leaf", regs_tramp, true);
     d.call("mod_leaf", regs_tramp, true);
-    d.call("mod_leaf", areas.tramp, false);
+    d.call("mod_leaf", tramp1_at, false);
     // 4. `mid` moves to ops B, which wants registers: A lets it go, B
     //    takes it through its own trampoline (003).
     let without_mid: Vec<&str> = TRACED.iter().copied().filter(|&n| n != "mid").collect();
@@ -353,19 +416,23 @@ pub fn run(
     d.apply(changes);
     let b = d.register(&["mid"], true, tramp2_at);
     // 5. Redirect `leaf` to `leaf_v2`, where the site can, and back.
+    //    The placer gives the stub the site reaches, or the replacement
+    //    itself where the site jumps anywhere.
     let leaf = d.index("leaf");
     let replacement = program.addr("leaf_v2");
-    let to = match patcher
-        .direct_stub(areas.stubs, replacement)
-        .expect("direct stub")
-    {
-        Some(code) => {
-            d.script += &format!("load {:#x} {}\n", areas.stubs, hexs(&code));
-            areas.stubs
-        }
-        None => replacement,
-    };
-    let redirect = State::Redirect { to };
+    let prepared = d
+        .placer
+        .prepare(
+            &mut d.space,
+            &d.sites[leaf].plan_site(),
+            Want::Redirect { replacement },
+        )
+        .expect("direct stub");
+    for load in &prepared.loads {
+        assert_eq!(load.addr, areas.stubs);
+        d.load(load);
+    }
+    let redirect = prepared.state;
     match patcher.plan(&d.sites[leaf].plan_site(), State::Off, redirect) {
         Ok(_) => {
             d.outcome.redirected = true;
@@ -384,7 +451,7 @@ pub fn run(
     }
     // 7. The compiler's bytes back.
     for i in 0..d.sites.len() {
-        d.switch(i, State::Original);
+        d.want(i, Want::Original);
     }
     for s in &d.sites {
         d.script += &format!("dump {:#x} {}\n", s.addr, s.original.len());

@@ -226,7 +226,3 @@ mod plan_tests;
 #[cfg(test)]
 #[path = "trampoline_tests.rs"]
 mod trampoline_tests;
-
-#[cfg(test)]
-#[path = "qemu_tests.rs"]
-mod qemu_tests;

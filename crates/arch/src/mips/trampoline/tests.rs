@@ -1,6 +1,7 @@
 //! The trampolines and veneers read back with the real disassembler
-//! (binutils' `objdump`), the encoders checked against the real assembler,
-//! and (in `qemu`) the trampolines run under `qemu-user`.
+//! (binutils' `objdump`), and the encoders checked against the real
+//! assembler. The trampolines run under `qemu-user` in `crates/emu`
+//! (`tests/mips_trampolines.rs`).
 //!
 //! Tests that need a cross tool say so on stderr and pass when it is
 //! missing.
@@ -11,7 +12,6 @@ use std::path::PathBuf;
 use std::process::Command;
 
 mod encoders;
-mod qemu;
 
 const ALL: [Mips; 4] = [MIPS32_BE, MIPS32_LE, MIPS64_BE, MIPS64_LE];
 

@@ -1,20 +1,20 @@
-/* Runs fntrace's MIPS trampolines under qemu-user.
- *
- * `harness addr` prints the callback's address; `harness run FILE` maps
- * FILE at BASE (64 KB slots, laid out by qemu.rs), enters each trampoline
- * through an assembly thunk (harness.S) in the state its site leaves, and
- * checks what the callback got and every register the trampoline
- * promises to preserve. Prints "ALL OK" or the failures. */
-#include <fcntl.h>
+/* fntrace's MIPS trampolines and veneers entered directly, under
+ * qemu-user: linked into the emulation harness (harness.c) with the thunks
+ * of mips_thunks.S, which enter a trampoline in the state its site leaves;
+ * checks what the callback got and every register the trampoline promises
+ * to preserve (tests/mips_trampolines.rs loads the code and writes the
+ * script). Its commands, beside the harness's map/load:
+ *   enter ENTRY VENEER TARGET FLAG REGS NAME
+ *        enter the code at TARGET as an entry (1) or -pg (0) site does,
+ *        through a veneer (1) or not, with t0 = FLAG (entry sites), the
+ *        callback expected to get the register frame (REGS 1) or null
+ *   summary   print "ALL OK", or the number of failures and exit 1
+ * A failed check prints "FAIL NAME: ...". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 typedef unsigned long ul;
-#define BASE 0x30000000UL
-#define SLOT 0x10000UL
 
 /* Offsets known to harness.S. */
 struct ctx {
@@ -126,34 +126,25 @@ static void run(const char *name, int entry, int veneer, ul target, int flag, in
 	}
 }
 
-int main(int argc, char **argv)
+int fntrace_emu_command(const char *cmd, const char *line)
 {
-	if (argc == 2 && !strcmp(argv[1], "addr")) {
-		printf("%lx\n", (ul)callback);
-		return 0;
+	char name[64];
+	int entry, veneer, flag, want_regs;
+	ul target;
+	if (!strcmp(cmd, "enter")) {
+		if (sscanf(line, "enter %d %d %lx %d %d %63[^\n]", &entry, &veneer, &target, &flag, &want_regs,
+			   name) != 6)
+			return 0;
+		run(name, entry, veneer, target, flag, want_regs);
+		return 1;
 	}
-	if (argc != 3 || strcmp(argv[1], "run"))
-		return 2;
-	int fd = open(argv[2], O_RDONLY);
-	off_t len = fd < 0 ? -1 : lseek(fd, 0, SEEK_END);
-	if (len <= 0)
-		return perror(argv[2]), 2;
-	char *p = mmap((void *)BASE, len, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS,
-		       -1, 0);
-	if (p != (char *)BASE || pread(fd, p, len, 0) != len)
-		return perror("map"), 2;
-	__builtin___clear_cache(p, p + len);
-
-	run("mcount", 0, 0, BASE + 0 * SLOT, 0, 0);
-	run("mcount regs", 0, 0, BASE + 1 * SLOT, 0, 1);
-	run("entry t0=0", 1, 0, BASE + 2 * SLOT, 0, 1);
-	run("entry t0=1", 1, 0, BASE + 2 * SLOT, 1, 0);
-	run("veneer mcount", 0, 1, BASE + 3 * SLOT, 0, 0);
-	run("veneer entry t0=0", 1, 1, BASE + 4 * SLOT, 0, 1);
-	run("veneer entry t0=1", 1, 1, BASE + 4 * SLOT, 1, 0);
-	run("veneer mcount regs", 0, 1, BASE + 5 * SLOT, 0, 1);
-	if (fails)
-		return printf("%d failures\n", fails), 1;
-	printf("ALL OK\n");
+	if (!strcmp(cmd, "summary")) {
+		if (fails) {
+			printf("%d failures\n", fails);
+			exit(1);
+		}
+		printf("ALL OK\n");
+		return 1;
+	}
 	return 0;
 }

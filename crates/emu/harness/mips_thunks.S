@@ -1,5 +1,5 @@
 /* Thunks that enter a trampoline in the state its site leaves (see
- * harness.c). Registers numbered; cpp comments only. */
+ * mips_trampolines.c). Registers numbered; cpp comments only. */
 #if __mips64
 #define L ld
 #define S sd

@@ -1,20 +1,18 @@
-/* The AArch64 trampolines, veneers, stubs and plans, run for real under
- * qemu-aarch64 (see qemu_tests.rs, which builds this statically with the
- * `-pg` function of pg.c and writes the script it runs).
- *
- * The script (argv[1]) is a list of little-endian u64 records:
- *   1 addr len bytes... (padded to 8)  write code (text or mapped pages)
- *   2 which calls regs redirect         call a traced function and check
- *   3 addr len                          map len bytes RWX at addr
- *   0                                   end
+/* The AArch64 trampolines, veneers, stubs and plans with eight arguments
+ * and the register frame checked, run for real under qemu-aarch64: linked
+ * into the emulation harness (harness.c) with the `-pg` function of pg.c
+ * (tests/aarch64_trampolines.rs builds both and writes the script). Its
+ * commands, beside the harness's map/unprotect/load/write:
+ *   check WHICH CALLS REGS REDIRECT   call a traced function and check
+ *   steps                             print "ok N steps" (N checks made)
  * `which`: 0 the entry-site function, 1 the -pg one; `calls`: how many
- * callbacks to expect, or ~0 for "any" (between two writes of a plan). */
+ * callbacks to expect, or "any" (between two writes of a plan). A failed
+ * check prints "FAIL: step N: ..." and exits. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 typedef unsigned long ul;
 #define ARGS long a, long b, long c, long d, long e, long f, long g, long h
@@ -45,7 +43,7 @@ __attribute__((noinline)) long replacement(ARGS)
 
 long traced_pg(ARGS); /* pg.c, built with -pg: FORMULA + 1 */
 
-__asm__(".text\n.globl _mcount\n.type _mcount, %function\n_mcount:\n\tret\n");
+/* _mcount: harness.c's, which returns at once. */
 
 static void fail(const char *what, ul got, ul want)
 {
@@ -116,45 +114,22 @@ static void check(ul which, ul want_calls, ul regs, ul redirect)
     seed = seed + 1;
 }
 
-int main(int argc, char **argv)
+static size_t steps;
+
+int fntrace_emu_command(const char *cmd, const char *line)
 {
-    if (argc != 2)
-        return 2;
-    FILE *f = fopen(argv[1], "rb");
-    static ul script[1 << 16];
-    size_t n = f ? fread(script, 8, sizeof script / 8, f) : 0;
-    long page = sysconf(_SC_PAGESIZE);
-    ul text = (ul)traced < (ul)traced_pg ? (ul)traced : (ul)traced_pg;
-    ul text_end = (ul)traced < (ul)traced_pg ? (ul)traced_pg : (ul)traced;
-    text &= ~(ul)(page - 1);
-    if (mprotect((void *)text, text_end + 64 - text, PROT_READ | PROT_WRITE | PROT_EXEC))
-        return perror("mprotect"), 3;
-    size_t steps = 0;
-    for (size_t i = 0; i < n;) {
-        ul op = script[i++];
-        if (op == 0) {
-            printf("ok %zu steps\n", steps);
+    char calls[32];
+    ul which, regs, redirect;
+    if (!strcmp(cmd, "check")) {
+        if (sscanf(line, "check %lu %31s %lu %lu", &which, calls, &regs, &redirect) != 4)
             return 0;
-        } else if (op == 1) {
-            ul addr = script[i], len = script[i + 1];
-            memcpy((void *)addr, &script[i + 2], len);
-            __builtin___clear_cache((char *)addr, (char *)addr + len);
-            i += 2 + (len + 7) / 8;
-        } else if (op == 2) {
-            check(script[i], script[i + 1], script[i + 2], script[i + 3]);
-            i += 4;
-            step = ++steps;
-        } else if (op == 3) {
-            void *want = (void *)script[i];
-            void *got = mmap(want, script[i + 1], PROT_READ | PROT_WRITE | PROT_EXEC,
-                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-            if (got != want)
-                return perror("mmap"), 4;
-            i += 2;
-        } else {
-            return 5;
-        }
+        check(which, strcmp(calls, "any") ? strtoul(calls, 0, 0) : ~0UL, regs, redirect);
+        step = ++steps;
+        return 1;
     }
-    puts("no end");
-    return 6;
+    if (!strcmp(cmd, "steps")) {
+        printf("ok %zu steps\n", steps);
+        return 1;
+    }
+    return 0;
 }
