@@ -180,7 +180,12 @@ impl Attach {
         };
         if !attach.first.starts_with("fntrace: attached to") {
             let out = attach.wait();
-            panic!("attach failed: {}{}", attach.first, procs::text(&out.stderr));
+            panic!(
+                "attach failed: {}{}(process {pid}: {})",
+                attach.first,
+                procs::text(&out.stderr),
+                process_state(pid)
+            );
         }
         attach
     }
@@ -224,10 +229,33 @@ impl Attach {
 
 /// `fntrace ctl PID ARGS...`, which must succeed; its answer.
 pub fn ctl(pid: i32, args: &[&str]) -> String {
-    let pid = pid.to_string();
-    let mut all = vec!["ctl", pid.as_str()];
+    let id = pid.to_string();
+    let mut all = vec!["ctl", id.as_str()];
     all.extend(args);
-    fntrace_ok(&all).0.trim().to_string()
+    let out = super::fntrace_output(&all);
+    assert!(
+        out.status.success(),
+        "{all:?}: {}(process {pid}: {})",
+        procs::text(&out.stderr),
+        process_state(pid)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// What became of process `pid`, for a failure's message: its state
+/// letter (`Z`: it died, not yet reaped), or that it is gone.
+pub fn process_state(pid: i32) -> String {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => match stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+        {
+            Some("Z") => "died (a zombie)".to_string(),
+            Some(state) => format!("state {state}"),
+            None => "state unknown".to_string(),
+        },
+        Err(_) => "gone".to_string(),
+    }
 }
 
 /// The `patched=N` of a `ctl` answer.
