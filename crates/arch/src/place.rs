@@ -94,6 +94,25 @@ pub struct Load {
     pub kind: CodeKind,
 }
 
+impl Load {
+    /// `bytes` to load at `at` as `kind`, which must be the `expected`
+    /// length the place was reserved for.
+    fn checked(kind: CodeKind, at: u64, bytes: Vec<u8>, expected: usize) -> Result<Load, PlaceError> {
+        if bytes.len() != expected {
+            return Err(PlaceError::Length {
+                kind,
+                got: bytes.len(),
+                expected,
+            });
+        }
+        Ok(Load {
+            addr: at,
+            bytes,
+            kind,
+        })
+    }
+}
+
 /// What a site should do, as the caller knows it: the core's decision with
 /// the ops' trampolines resolved to addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,22 +268,9 @@ impl<'p> Placer<'p> {
         let len = self.patcher.trampoline(align, spec)?.len();
         let at = self.reserve(space, kind, len, align, near, &|_| true)?;
         let bytes = self.patcher.trampoline(at, spec)?;
-        if bytes.len() != len {
-            return Err(PlaceError::Length {
-                kind,
-                got: bytes.len(),
-                expected: len,
-            });
-        }
+        let load = Load::checked(kind, at, bytes, len)?;
         self.trampolines.push((*spec, at));
-        Ok((
-            at,
-            Some(Load {
-                addr: at,
-                bytes,
-                kind,
-            }),
-        ))
+        Ok((at, Some(load)))
     }
 
     /// The state `site` goes to for `want`, with the veneer or stub it
@@ -340,22 +346,9 @@ impl<'p> Placer<'p> {
             patcher.reaches(site, at)
         })?;
         let bytes = patcher.veneer(at, to)?;
-        if bytes.len() != len {
-            return Err(PlaceError::Length {
-                kind,
-                got: bytes.len(),
-                expected: len,
-            });
-        }
+        let load = Load::checked(kind, at, bytes, len)?;
         self.veneers.push((at, to));
-        Ok((
-            at,
-            Some(Load {
-                addr: at,
-                bytes,
-                kind,
-            }),
-        ))
+        Ok((at, Some(load)))
     }
 
     /// Where `site`'s redirect to `replacement` goes: the replacement
@@ -385,22 +378,9 @@ impl<'p> Placer<'p> {
             patcher.reaches(site, at)
         })?;
         let bytes = patcher.direct_stub(at, replacement)?.unwrap_or_default();
-        if bytes.len() != len {
-            return Err(PlaceError::Length {
-                kind,
-                got: bytes.len(),
-                expected: len,
-            });
-        }
+        let load = Load::checked(kind, at, bytes, len)?;
         self.stubs.push((at, replacement));
-        Ok((
-            at,
-            Some(Load {
-                addr: at,
-                bytes,
-                kind,
-            }),
-        ))
+        Ok((at, Some(load)))
     }
 
     /// Asks the space for room and checks its answer.
