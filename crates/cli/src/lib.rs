@@ -9,7 +9,6 @@ mod control;
 mod export;
 mod forward;
 mod funcgraph;
-mod inject;
 mod launch;
 mod losses;
 mod merge;

@@ -13,11 +13,11 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use fntrace_filter::{demangle, first_unmatched, Filter, Names};
+use fntrace_inject::InjectError;
 use fntrace_sites::libraries::{libraries, Search};
 use fntrace_sites::{Binary, Dynamic};
 
 use crate::cmd::record::Options;
-use crate::inject::InjectError;
 use crate::launch;
 
 /// A module with patchable sites.
@@ -116,7 +116,7 @@ pub fn libraries_of(program: &Path) -> Vec<Module> {
 /// libraries whose headers show they may have sites; not the loader nor
 /// the runtime.
 pub fn modules_of_process(pid: i32) -> Result<Vec<Module>, InjectError> {
-    let maps = crate::inject::maps(pid)?;
+    let maps = fntrace_inject::maps(pid)?;
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
     let mut seen = BTreeSet::new();
     let mut modules = Vec::new();
@@ -128,7 +128,7 @@ pub fn modules_of_process(pid: i32) -> Result<Vec<Module>, InjectError> {
         if file.starts_with("ld-linux") || file == launch::RUNTIME {
             continue;
         }
-        let path = crate::inject::target_file(pid, &mapping.path);
+        let path = fntrace_inject::target_file(pid, &mapping.path);
         let Some(dynamic) = dynamic(&path) else {
             continue;
         };

@@ -15,10 +15,10 @@ use fntrace_format::control as protocol;
 use fntrace_format::layout;
 use fntrace_format::meta::{AttachInfo, RunInfo, VERSION};
 use fntrace_format::units::parse_duration;
+use fntrace_inject::InjectError;
 
 use crate::cmd::record::{self, Options};
 use crate::control::{self, Failure};
-use crate::inject::InjectError;
 use crate::launch;
 use crate::options::RecordFlags;
 use crate::units::human;
@@ -72,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // could see the other's ptrace or settings.
     let _lock = control::lock::for_attach(&dir, pid, &name)?;
     control::clean(&dir);
-    crate::inject::check(pid).map_err(anyhow::Error::msg)?;
+    fntrace_inject::check(pid).map_err(anyhow::Error::msg)?;
     let argv = target_argv(&proc_dir);
     let request = args
         .flags
@@ -122,7 +122,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Loaded now, the runtime's constructor starts the session (it finds the
     // settings beside the link it was loaded through); loaded before, it
     // is started by `fntrace_attach`.
-    let injected = crate::inject::inject_with(
+    let injected = fntrace_inject::inject_with(
         pid,
         &link,
         "fntrace_attach",
@@ -196,7 +196,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     attach.restored.unwrap_or(0)
                 );
             }
-            Err(Failure::NoSession) if !crate::inject::alive(pid) => attach.ended_by = "exit".into(),
+            Err(Failure::NoSession) if !fntrace_inject::alive(pid) => attach.ended_by = "exit".into(),
             Err(e) => {
                 eprintln!("fntrace: error: cannot detach from process {pid}: {e}");
                 code = ExitCode::FAILURE;
@@ -236,7 +236,7 @@ fn target_argv(proc_dir: &Path) -> Vec<String> {
 fn check_sites(pid: i32, name: &str, options: &Options) -> anyhow::Result<()> {
     let modules = unmatched::modules_of_process(pid).map_err(|e| match &e {
         InjectError::Io { error, .. } if error.kind() == std::io::ErrorKind::PermissionDenied => {
-            anyhow::anyhow!("{}", crate::inject::permission(pid))
+            anyhow::anyhow!("{}", fntrace_inject::permission(pid))
         }
         _ => anyhow::anyhow!("{e}"),
     })?;
@@ -268,7 +268,7 @@ fn wait_ready(socket: &Path, start_error: &Path, pid: i32) -> anyhow::Result<Str
         if let Ok(why) = std::fs::read_to_string(start_error) {
             anyhow::bail!("the runtime could not start: {}", why.trim());
         }
-        if !crate::inject::alive(pid) {
+        if !fntrace_inject::alive(pid) {
             anyhow::bail!("process {pid} exited during attach");
         }
         if Instant::now() > deadline {
@@ -303,11 +303,11 @@ fn wait(pid: i32, socket: &Path, duration: Option<u64>, stop: &AtomicBool) -> an
         if until.is_some_and(|u| Instant::now() >= u) {
             return Ok("duration");
         }
-        if !crate::inject::alive(pid) {
+        if !fntrace_inject::alive(pid) {
             return Ok("exit");
         }
         if !socket.exists() {
-            return Ok(if crate::inject::alive(pid) {
+            return Ok(if fntrace_inject::alive(pid) {
                 "detached"
             } else {
                 "exit"

@@ -226,7 +226,7 @@ fn check_arch(program: &Path, name: &str) -> anyhow::Result<()> {
     if read.is_err() || header[..4] != *b"\x7fELF" {
         return Ok(());
     }
-    match crate::inject::machine(&header) {
+    match fntrace_inject::machine(&header) {
         None => Ok(()),
         Some(machine) => anyhow::bail!(
             "{name} is for {machine}; fntrace records x86-64 programs ('fntrace list' reads its sites)"

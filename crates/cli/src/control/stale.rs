@@ -50,7 +50,7 @@ fn clean_process(dir: &Path, pid: i32) {
         return;
     };
     let socket = socket(dir, pid);
-    if !crate::inject::alive(pid) {
+    if !fntrace_inject::alive(pid) {
         let _ = std::fs::remove_file(&socket);
         let settings = settings_file(dir, pid);
         let _ = std::fs::remove_file(fntrace_format::control::start_error_file(&settings));

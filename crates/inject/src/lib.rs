@@ -2,6 +2,15 @@
 //! it, through ptrace: the way into a process that was not started by
 //! `fntrace record`.
 //!
+//! What it is: [`inject`] (and [`inject_with`]), the checks it makes first
+//! ([`check`]), its one-line errors ([`InjectError`]), and the little of
+//! `/proc` and ELF it reads to do so, which its callers use too
+//! ([`maps`], [`target_file`], [`alive`], [`machine`]). What it is not:
+//! it knows nothing of fntrace's runtime, settings, sessions or control
+//! socket (the CLI's `cmd/attach.rs` and `control.rs` decide what to load
+//! and what to tell it), and it discovers no sites. Safe Rust: ptrace,
+//! `waitpid` and signals through `nix`'s safe wrappers.
+//!
 //! # Technique
 //!
 //! One thread of the target is seized (`PTRACE_SEIZE`) and stopped
@@ -54,9 +63,10 @@
 //! - If fntrace dies during an injection the kernel detaches the thread
 //!   with the injected registers, and the target most likely crashes.
 //! - x86-64 only; the target must use glibc's dynamic loader.
+#![forbid(unsafe_code)]
 
 mod procfs;
-pub(crate) use procfs::{alive, machine, maps, target_file};
+pub use procfs::{alive, machine, maps, target_file, FileId, Mapping};
 mod tracee;
 
 #[cfg(test)]
@@ -64,12 +74,10 @@ mod testkit;
 #[cfg(test)]
 mod tests;
 
-use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use procfs::{FileId, Mapping};
 use tracee::{Arg, Tracee};
 
 /// `RTLD_NOW | RTLD_LOCAL` from `<dlfcn.h>`: resolve everything at once, so
@@ -91,138 +99,92 @@ pub struct Injection {
 }
 
 /// Why an injection failed; the Display text is one line, for `fntrace: error: ...`.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum InjectError {
     /// `/proc/PID` does not exist.
+    #[error("no process with PID {pid}")]
     NoProcess { pid: i32 },
     /// The PID is fntrace's own.
+    #[error("process {pid} is fntrace itself")]
     OwnProcess { pid: i32 },
     /// The number is a thread of another process, not a process.
+    #[error("{tid} is a thread of process {pid}; give the process ID")]
     Thread { tid: i32, pid: i32 },
     /// The process has exited and waits for its parent.
+    #[error("process {pid} is a zombie (it has exited)")]
     Zombie { pid: i32 },
     /// The process is stopped (`SIGSTOP`, job control or a debugger).
+    #[error("process {pid} is stopped (continue it first)")]
     Stopped { pid: i32 },
     /// Another tracer (a debugger, strace) is attached.
+    #[error("process {pid} is already traced by process {tracer} (a debugger?)")]
     Traced { pid: i32, tracer: i32 },
     /// The executable is an emulator running a program of another machine.
+    #[error(
+        "process {pid} runs under qemu-user emulation ({emulator}); \
+         fntrace attach works on native x86-64 processes"
+    )]
     Qemu { pid: i32, emulator: String },
     /// The executable is not ELF64 x86-64.
+    #[error("process {pid} runs a {machine} program; fntrace attach works on x86-64 processes")]
     Machine { pid: i32, machine: String },
     /// No `dlopen` in any mapped `libc.so.6` or `libdl.so.2`.
+    #[error("process {pid} has no dynamic loader (statically linked?)")]
     NoLoader { pid: i32 },
     /// The library cannot be read or is not an x86-64 ELF shared library.
+    #[error("cannot use {}: {reason}", .library.display())]
     Library { library: PathBuf, reason: String },
     /// The library does not define the function.
+    #[error("{} does not export a function named {symbol}", .library.display())]
     NoSymbol { library: PathBuf, symbol: String },
     /// The library path or the argument contains a NUL byte.
+    #[error("the {what} contains a NUL byte")]
     NulByte { what: &'static str },
     /// ptrace was refused.
+    #[error(
+        "cannot trace process {pid}: permission denied (ptrace needs the same user and \
+         /proc/sys/kernel/yama/ptrace_scope 0, or CAP_SYS_PTRACE; {})",
+        scope_text(.ptrace_scope)
+    )]
     Permission { pid: i32, ptrace_scope: Option<String> },
     /// The process exited or was killed while stopped or running a call.
+    #[error("process {pid} exited during attach")]
     Exited { pid: i32 },
     /// `dlopen` returned NULL; `message` is what `dlerror` said.
+    #[error("the target could not load {}: {message}", .library.display())]
     DlopenFailed { library: PathBuf, message: String },
     /// `dlopen` succeeded but no mapping of the library is in the maps.
+    #[error("process {pid} loaded {} but it is not in /proc/{pid}/maps", .library.display())]
     NotMapped { pid: i32, library: PathBuf },
     /// An injected call died of a fault; the registers were restored.
+    #[error("the injected call to {function} faulted at {address:#x} ({signal})")]
     Faulted {
         function: String,
         address: u64,
         signal: &'static str,
     },
     /// A ptrace request failed unexpectedly.
+    #[error("ptrace {request} on thread {tid} failed: {}", .errno.desc())]
     Ptrace {
         tid: i32,
         request: &'static str,
+        #[source]
         errno: nix::errno::Errno,
     },
     /// Reading or writing a file of `/proc` failed.
-    Io { what: String, error: std::io::Error },
+    #[error("{what}: {error}")]
+    Io {
+        what: String,
+        #[source]
+        error: std::io::Error,
+    },
 }
 
-impl fmt::Display for InjectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::NoProcess { pid } => write!(f, "no process with PID {pid}"),
-            Self::OwnProcess { pid } => write!(f, "process {pid} is fntrace itself"),
-            Self::Thread { tid, pid } => {
-                write!(f, "{tid} is a thread of process {pid}; give the process ID")
-            }
-            Self::Zombie { pid } => write!(f, "process {pid} is a zombie (it has exited)"),
-            Self::Stopped { pid } => write!(f, "process {pid} is stopped (continue it first)"),
-            Self::Traced { pid, tracer } => {
-                write!(
-                    f,
-                    "process {pid} is already traced by process {tracer} (a debugger?)"
-                )
-            }
-            Self::Qemu { pid, emulator } => write!(
-                f,
-                "process {pid} runs under qemu-user emulation ({emulator}); \
-                 fntrace attach works on native x86-64 processes"
-            ),
-            Self::Machine { pid, machine } => write!(
-                f,
-                "process {pid} runs a {machine} program; fntrace attach works on x86-64 processes"
-            ),
-            Self::NoLoader { pid } => {
-                write!(f, "process {pid} has no dynamic loader (statically linked?)")
-            }
-            Self::Library { library, reason } => {
-                write!(f, "cannot use {}: {reason}", library.display())
-            }
-            Self::NoSymbol { library, symbol } => {
-                write!(
-                    f,
-                    "{} does not export a function named {symbol}",
-                    library.display()
-                )
-            }
-            Self::NulByte { what } => write!(f, "the {what} contains a NUL byte"),
-            Self::Permission { pid, ptrace_scope } => write!(
-                f,
-                "cannot trace process {pid}: permission denied (ptrace needs the same user and \
-                 /proc/sys/kernel/yama/ptrace_scope 0, or CAP_SYS_PTRACE; {})",
-                match ptrace_scope {
-                    Some(scope) => format!("current ptrace_scope: {scope}"),
-                    None => "no Yama".to_string(),
-                }
-            ),
-            Self::Exited { pid } => write!(f, "process {pid} exited during attach"),
-            Self::DlopenFailed { library, message } => {
-                write!(f, "the target could not load {}: {message}", library.display())
-            }
-            Self::NotMapped { pid, library } => write!(
-                f,
-                "process {pid} loaded {} but it is not in /proc/{pid}/maps",
-                library.display()
-            ),
-            Self::Faulted {
-                function,
-                address,
-                signal,
-            } => {
-                write!(
-                    f,
-                    "the injected call to {function} faulted at {address:#x} ({signal})"
-                )
-            }
-            Self::Ptrace { tid, request, errno } => {
-                write!(f, "ptrace {request} on thread {tid} failed: {}", errno.desc())
-            }
-            Self::Io { what, error } => write!(f, "{what}: {error}"),
-        }
-    }
-}
-
-impl std::error::Error for InjectError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Io { error, .. } => Some(error),
-            Self::Ptrace { errno, .. } => Some(errno),
-            _ => None,
-        }
+/// The end of [`InjectError::Permission`]'s message.
+fn scope_text(ptrace_scope: &Option<String>) -> String {
+    match ptrace_scope {
+        Some(scope) => format!("current ptrace_scope: {scope}"),
+        None => "no Yama".to_string(),
     }
 }
 
@@ -267,7 +229,6 @@ pub fn permission(pid: i32) -> InjectError {
 /// After the calls (and on every error once the thread is stopped) its
 /// registers are restored and it is detached: an interrupted system call
 /// restarts, and the program goes on as before, with the library loaded.
-#[allow(dead_code)] // The tests' entry point; `fntrace attach` uses `inject_with`.
 pub fn inject(pid: i32, library: &Path, symbol: &str, arg: &str) -> Result<Injection, InjectError> {
     inject_with(pid, library, symbol, arg, true)
 }

@@ -12,7 +12,7 @@ use super::InjectError;
 
 /// A file as `/proc/PID/maps` identifies it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct FileId {
+pub struct FileId {
     pub major: u32,
     pub minor: u32,
     pub inode: u64,
@@ -35,7 +35,7 @@ impl FileId {
 
 /// One line of `/proc/PID/maps` that maps a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Mapping {
+pub struct Mapping {
     pub start: u64,
     pub offset: u64,
     /// Mapped executable.
@@ -110,7 +110,7 @@ pub(super) fn state(stat_path: &str) -> Option<char> {
 }
 
 /// Whether process `pid` is still there (not a zombie).
-pub(crate) fn alive(pid: i32) -> bool {
+pub fn alive(pid: i32) -> bool {
     state(&format!("/proc/{pid}/stat")).is_some_and(|c| c != 'Z' && c != 'X')
 }
 
@@ -161,7 +161,7 @@ fn check_executable(pid: i32) -> Result<(), InjectError> {
 
 /// `None` for an ELF64 x86-64 header, else what it is, for the message
 /// (`attach` and `record` refuse what the runtime cannot run in).
-pub(crate) fn machine(header: &[u8; 20]) -> Option<String> {
+pub fn machine(header: &[u8; 20]) -> Option<String> {
     if header[..4] != *b"\x7fELF" {
         return Some("non-ELF".to_string());
     }
@@ -201,7 +201,7 @@ pub(super) fn ptrace_scope() -> Option<String> {
 
 /// The file a path in the target's maps names, seen through its root
 /// (another mount namespace, a chroot), or as is if that cannot be read.
-pub(crate) fn target_file(pid: i32, path: &str) -> PathBuf {
+pub fn target_file(pid: i32, path: &str) -> PathBuf {
     let through_root = Path::new(&format!("/proc/{pid}/root")).join(path.trim_start_matches('/'));
     if through_root.exists() {
         through_root
@@ -211,7 +211,7 @@ pub(crate) fn target_file(pid: i32, path: &str) -> PathBuf {
 }
 
 /// The file mappings of process `pid`.
-pub(crate) fn maps(pid: i32) -> Result<Vec<Mapping>, InjectError> {
+pub fn maps(pid: i32) -> Result<Vec<Mapping>, InjectError> {
     let path = format!("/proc/{pid}/maps");
     let text = std::fs::read_to_string(&path).map_err(io_error(format!("cannot read {path}")))?;
     Ok(text.lines().filter_map(parse_map_line).collect())
