@@ -38,7 +38,15 @@ pub fn install() -> io::Result<()> {
         let mut new: libc::sigaction = std::mem::zeroed();
         new.sa_sigaction = handler as *const () as usize;
         new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
-        libc::sigemptyset(&mut new.sa_mask);
+        // Every signal blocked while the handler runs (a few dozen
+        // instructions): another handler run on top of it could leave its
+        // frame by a jump or a changed context — never returning, so
+        // SIGTRAP would stay blocked in that thread, whose next `int3` the
+        // kernel then makes fatal, and the handler's count of readers would
+        // never fall, so the next batch would wait for it forever. The
+        // program's own SIGTRAP handler, if we pass a trap on, gets the mask
+        // it asked for (`chain`).
+        libc::sigfillset(&mut new.sa_mask);
         let mut old: libc::sigaction = std::mem::zeroed();
         if libc::sigaction(libc::SIGTRAP, &new, &mut old) != 0 {
             return Err(io::Error::last_os_error());
@@ -149,6 +157,31 @@ fn steer(uc: &mut libc::ucontext_t, addr: usize) -> bool {
 /// Hands a trap that is not ours to the disposition that was there before.
 fn chain(sig: i32, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     let Some(previous) = PREVIOUS.get() else { return };
+    chain_to(previous, sig, info, context);
+}
+
+/// Hands the signal to the disposition `previous`, as the kernel would have.
+fn chain_to(previous: &libc::sigaction, sig: i32, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    if !matches!(previous.sa_sigaction, libc::SIG_IGN | libc::SIG_DFL) {
+        // The program's handler runs with the mask the kernel would have
+        // given it (ours blocks every signal): the interrupted code's, its
+        // own `sa_mask`, and the signal itself unless `SA_NODEFER`.
+        // SAFETY: `context` is the kernel's ucontext for this signal; the
+        // set is built from valid sigset_t values before it is installed.
+        unsafe {
+            let uc = &*(context as *const libc::ucontext_t);
+            let mut mask = uc.uc_sigmask;
+            for s in 1..=libc::SIGRTMAX() {
+                if libc::sigismember(&previous.sa_mask, s) == 1 {
+                    libc::sigaddset(&mut mask, s);
+                }
+            }
+            if previous.sa_flags & libc::SA_NODEFER == 0 {
+                libc::sigaddset(&mut mask, sig);
+            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
+        }
+    }
     match previous.sa_sigaction {
         libc::SIG_IGN => {}
         libc::SIG_DFL => {
@@ -170,5 +203,64 @@ fn chain(sig: i32, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
             let f: extern "C" fn(i32) = unsafe { std::mem::transmute(f) };
             f(sig);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    use super::chain_to;
+
+    /// What the program's handler found blocked: a bit per signal.
+    static SEEN: AtomicI32 = AtomicI32::new(0);
+
+    fn blocked(signals: &[i32]) -> i32 {
+        // SAFETY: queries this thread's mask into a local sigset_t.
+        let mask = unsafe {
+            let mut mask: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut mask);
+            mask
+        };
+        signals.iter().enumerate().fold(0, |bits, (i, &s)| {
+            // SAFETY: a valid sigset_t and signal number.
+            bits | (i32::from(unsafe { libc::sigismember(&mask, s) } == 1) << i)
+        })
+    }
+
+    const WATCHED: [i32; 4] = [libc::SIGTRAP, libc::SIGUSR2, libc::SIGWINCH, libc::SIGUSR1];
+
+    extern "C" fn program_handler(_: i32, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
+        SEEN.store(blocked(&WATCHED), Ordering::SeqCst);
+    }
+
+    /// A trap passed on to the program's own SIGTRAP handler runs it with
+    /// the mask the kernel would have given it — the interrupted code's
+    /// (SIGWINCH here), its `sa_mask` (SIGUSR2), SIGTRAP itself — not with
+    /// ours, which blocks every signal.
+    #[test]
+    fn a_trap_passed_on_gets_the_programs_mask() {
+        // SAFETY: zeroed sigaction/siginfo/ucontext are valid plain data,
+        // filled in here; the masks are this thread's, put back at the end.
+        unsafe {
+            let mut previous: libc::sigaction = std::mem::zeroed();
+            previous.sa_sigaction = program_handler as *const () as usize;
+            previous.sa_flags = libc::SA_SIGINFO;
+            libc::sigemptyset(&mut previous.sa_mask);
+            libc::sigaddset(&mut previous.sa_mask, libc::SIGUSR2);
+            let mut uc: libc::ucontext_t = std::mem::zeroed();
+            libc::sigemptyset(&mut uc.uc_sigmask);
+            libc::sigaddset(&mut uc.uc_sigmask, libc::SIGWINCH);
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let (mut all, mut saved): (libc::sigset_t, libc::sigset_t) =
+                (std::mem::zeroed(), std::mem::zeroed());
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut saved);
+            let context = &mut uc as *mut libc::ucontext_t as *mut libc::c_void;
+            chain_to(&previous, libc::SIGTRAP, &mut info, context);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &saved, std::ptr::null_mut());
+        }
+        // SIGTRAP, SIGUSR2 and SIGWINCH blocked; SIGUSR1 not.
+        assert_eq!(SEEN.load(Ordering::SeqCst), 0b0111);
     }
 }
