@@ -78,7 +78,13 @@ pub fn from_constructor(library: &str) {
 /// Says in the settings' start-error file why the session could not start
 /// (`fntrace attach` reads it while it waits for the socket).
 fn say_why(settings: &str, why: &str) {
-    let _ = std::fs::write(control::start_error_file(Path::new(settings)), format!("{why}\n"));
+    // Written whole under another name, then renamed: the CLI polls for the
+    // file and must never read it half written.
+    let file = control::start_error_file(Path::new(settings));
+    let partial = file.with_extension("err.partial");
+    if std::fs::write(&partial, format!("{why}\n")).is_ok() {
+        let _ = std::fs::rename(&partial, &file);
+    }
 }
 
 /// Starts the control thread: 0, or -1, -2, -3 as `fntrace_attach` says.
