@@ -26,17 +26,7 @@ fn spawn_sleeper(bin: &Path) -> Child {
 
 /// Whether process `pid` is running (not stopped, not a zombie).
 fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        let state = s
-            .rsplit_once(')')
-            .unwrap()
-            .1
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .to_string();
-        state == "S" || state == "R"
-    })
+    matches!(state_letter(pid as i32), Some('S' | 'R'))
 }
 
 /// Every refusal is one line, exit status 1, and leaves the process

@@ -242,19 +242,20 @@ pub fn ctl(pid: i32, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// The state letter of process `pid` (`/proc/PID/stat`: `R`, `S`, `T`,
+/// `Z`...), or `None` if it is gone.
+pub fn state_letter(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().next()?.chars().next()
+}
+
 /// What became of process `pid`, for a failure's message: its state
 /// letter (`Z`: it died, not yet reaped), or that it is gone.
 pub fn process_state(pid: i32) -> String {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => match stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-        {
-            Some("Z") => "died (a zombie)".to_string(),
-            Some(state) => format!("state {state}"),
-            None => "state unknown".to_string(),
-        },
-        Err(_) => "gone".to_string(),
+    match state_letter(pid) {
+        Some('Z') => "died (a zombie)".to_string(),
+        Some(state) => format!("state {state}"),
+        None => "gone".to_string(),
     }
 }
 
