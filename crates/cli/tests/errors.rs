@@ -140,6 +140,8 @@ fn section_offsets_out_of_range() {
     }
 }
 
+/// A plain build lists bare sites (`list_bare.rs`); stripped, and without
+/// unwind tables, no function is left to find.
 #[test]
 fn binary_without_sites() {
     let work = Work::new("errors-nosites");
@@ -149,6 +151,7 @@ fn binary_without_sites() {
     common::strip_functions(&exe);
     let out = list(&exe);
     assert_fails(&out, 1, "no patchable sites");
+    assert_fails(&out, 1, "no symbol or .eh_frame entry names a function");
     assert_fails(&out, 1, "-fpatchable-function-entry");
 }
 
