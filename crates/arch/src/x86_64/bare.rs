@@ -28,6 +28,10 @@
 use iced_x86::{Decoder, DecoderOptions, Encoder, FlowControl, Instruction, Mnemonic, OpKind, Register};
 use thiserror::Error;
 
+mod landing;
+
+pub use landing::{jump, landing_fits, landing_window, next_landing};
+
 /// `endbr64`, skipped: the patch starts after it.
 pub const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
 /// Length of the patch, `jmp rel32`.
@@ -351,3 +355,5 @@ fn unmovable(insn: &Instruction) -> Refusal {
 mod analyze_tests;
 #[cfg(test)]
 mod build;
+#[cfg(test)]
+mod landing_tests;
