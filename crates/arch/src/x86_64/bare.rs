@@ -28,8 +28,10 @@
 use iced_x86::{Decoder, DecoderOptions, Encoder, FlowControl, Instruction, Mnemonic, OpKind, Register};
 use thiserror::Error;
 
+mod detour;
 mod landing;
 
+pub use detour::{detour, Detour, DETOUR_MAX};
 pub use landing::{jump, landing_fits, landing_window, next_landing};
 
 /// `endbr64`, skipped: the patch starts after it.
@@ -355,5 +357,7 @@ fn unmovable(insn: &Instruction) -> Refusal {
 mod analyze_tests;
 #[cfg(test)]
 mod build;
+#[cfg(test)]
+mod detour_tests;
 #[cfg(test)]
 mod landing_tests;

@@ -335,7 +335,8 @@ fn bad_input_is_refused_without_panicking() {
     assert_eq!((nop.len, nop.boundaries, nop.trap_only), (11, 0, false));
 }
 
-/// Random bytes: `analyze` returns, never panics.
+/// Random bytes: `analyze` and `detour` return, never panic, and every
+/// detour of a random entry passes the checks of a real function's.
 #[test]
 fn random_bytes_never_panic() {
     let mut seed = 0x2545_f491_4f6c_dd1du64;
@@ -345,18 +346,26 @@ fn random_bytes_never_panic() {
         seed ^= seed << 17;
         seed
     };
-    let mut accepted = 0;
+    let (mut accepted, mut relocated) = (0, 0);
     for _ in 0..20_000 {
         let len = (next() % 24) as usize;
         let code: Vec<u8> = (0..len).map(|_| next() as u8).collect();
         let f = [next() & 0x7fff_ffff_ffff, u64::MAX - next() % 64][(next() % 8 == 0) as usize];
         let size = next() % 20;
         let limit = f.wrapping_add(next() % 28);
-        if analyze(&code, f, size, limit).is_ok() {
+        if let Ok(entry) = analyze(&code, f, size, limit) {
             accepted += 1;
+            let _ = super::detour(&entry, f.wrapping_sub(0x3380_0000), f.wrapping_add(0x1000));
+            // In reach of everything near `f`: a detour that comes out is
+            // checked like a real function's.
+            let at = f.wrapping_add(0x10_0000);
+            if f < 1 << 62 && super::detour(&entry, at, at + 0x8000).is_ok() {
+                super::detour_tests::verify(&entry, at, at + 0x8000);
+                relocated += 1;
+            }
         }
     }
-    assert!(accepted > 1000, "{accepted}");
+    assert!(accepted > 1000 && relocated > 1000, "{accepted} {relocated}");
 }
 
 #[test]
