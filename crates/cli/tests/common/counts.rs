@@ -230,7 +230,7 @@ fn hooks_against(
     );
     let theirs: std::collections::BTreeSet<String> =
         enters::functions(&instrumented).into_values().flatten().collect();
-    let (mut equal, mut more, mut absent) = (0, 0, Vec::new());
+    let (mut equal, mut more, mut absent) = (0, Vec::new(), Vec::new());
     for (&address, called) in &profile.by_address {
         let Some(names) = functions.get(&address) else {
             continue;
@@ -257,7 +257,7 @@ fn hooks_against(
         if entered == called.calls {
             equal += 1;
         } else if entered > called.calls {
-            more += 1;
+            more.push(format!("{name} {entered}/{}", called.calls));
         } else {
             differences.push(format!(
                 "{name}: callgrind {}, hooks only {entered}",
@@ -266,7 +266,8 @@ fn hooks_against(
         }
     }
     format!(
-        "{equal} equal to callgrind, {more} more (inlined calls), {} not in that build {absent:?}",
+        "{equal} equal to callgrind, {} more (inlined calls; hooks/callgrind) {more:?}, {} not in that build {absent:?}",
+        more.len(),
         absent.len()
     )
 }

@@ -148,6 +148,12 @@ pub fn traced(work: &Work, data: &str, tracer: &str, exe: &Path, args: &[String]
             .arg(exe)
             .args(args),
     );
+    assert!(
+        data.is_dir(),
+        "fntrace record {} wrote no data: {}",
+        exe.display(),
+        text(&output.stderr)
+    );
     let report = run_program(fntrace().args(["report", "--json", "--no-demangle"]).arg(&data));
     let stderr = text(&report.stderr);
     assert!(report.status.success(), "report of {}: {stderr}", data.display());
