@@ -171,7 +171,7 @@ pub fn workload(work: &Work, built: &Built, style: Style, w: &Workload, checks: 
         hooks_against(
             work,
             built,
-            &what,
+            w.name,
             &args,
             &native,
             &profile,
@@ -201,14 +201,14 @@ pub fn workload(work: &Work, built: &Built, style: Style, w: &Workload, checks: 
 
 /// Runs the `-finstrument-functions` build: same output, and for every
 /// function callgrind saw called that both builds have by name (but the C
-/// run-time's, which has no hooks), at least
-/// as many entries as callgrind's calls (the hooks count inlined calls
-/// too), both non-zero for a scheduled one. Returns a summary.
+/// run-time's, which has no hooks), at least as many entries as
+/// callgrind's calls (the hooks count inlined calls too), both non-zero
+/// for a scheduled one. Returns a summary.
 #[allow(clippy::too_many_arguments)]
 fn hooks_against(
     work: &Work,
     built: &Built,
-    what: &str,
+    workload: &str,
     args: &[String],
     native: &Output,
     profile: &fntrace_testkit::callgrind::Profile,
@@ -217,17 +217,9 @@ fn hooks_against(
     differences: &mut Vec<String>,
 ) -> String {
     let instrumented = built.instrumented();
-    let (output, hooks) = with_hooks(
-        work,
-        &format!("{}.enters", what.replace(' ', "-")),
-        &instrumented,
-        args,
-    );
-    same_output(
-        &format!("{what}, built with -finstrument-functions"),
-        native,
-        &output,
-    );
+    let (output, hooks) = with_hooks(work, &format!("{workload}.enters"), &instrumented, args);
+    let what = format!("{} {workload}, built with -finstrument-functions", built.program);
+    same_output(&what, native, &output);
     let theirs: std::collections::BTreeSet<String> =
         enters::functions(&instrumented).into_values().flatten().collect();
     let (mut equal, mut more, mut absent) = (0, Vec::new(), Vec::new());
