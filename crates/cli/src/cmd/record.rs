@@ -195,9 +195,10 @@ pub fn say_losses(dir: &Path) {
 /// those traced through a trap: `None` if there are none.
 fn unpatched(dir: &Path) -> Option<String> {
     let trace = fntrace_format::read::open(dir).ok()?;
-    let (refused, traps) = trace.processes.iter().fold((0, 0), |(r, t), p| {
-        (r + p.info.unpatched, t + p.info.trap_sites)
-    });
+    let (refused, traps) = trace
+        .processes
+        .iter()
+        .fold((0, 0), |(r, t), p| (r + p.info.unpatched, t + p.info.trap_sites));
     let mut parts = Vec::new();
     if refused > 0 {
         parts.push(format!(
