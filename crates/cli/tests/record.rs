@@ -354,3 +354,42 @@ fn bare_forms_are_said_where_the_user_looks() {
     }
     assert!(!replay.contains("spin"), "{replay}");
 }
+
+/// A program that installs its own SIGTRAP handler and blocks SIGTRAP
+/// (`own_sigtrap.c`): the runtime keeps SIGTRAP its own (`sigguard.rs`),
+/// so the program's handler runs for its own trap only, and its traced
+/// calls — one through a trap site, one through a jump — never kill it
+/// (before the interposition: killed by SIGTRAP at the first call).
+#[test]
+fn a_program_taking_sigtrap_for_itself_is_not_killed() {
+    let work = Work::new("record-own-sigtrap");
+    let exe = work.path("own");
+    let src = common::program("c/own_sigtrap.c");
+    cc("gcc", &["-O2", "-pthread", &src, "-o", exe.to_str().unwrap()]);
+    let data = work.path("own.data");
+    let out = fntrace_output(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "own=1 calls=1000 sum=1499500\n"
+    );
+    let report = fntrace_output(&["report", "--json", data.to_str().unwrap()]);
+    let rows: serde_json::Value = serde_json::from_slice(&report.stdout).expect("report --json");
+    let calls = |name: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .and_then(|r| r["calls"].as_u64())
+    };
+    assert_eq!(calls("tiny"), Some(1000), "{rows}");
+    assert_eq!(calls("ramp"), Some(1000), "{rows}");
+    assert_eq!(calls("on_trap"), Some(1), "{rows}");
+}

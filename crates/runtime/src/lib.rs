@@ -34,6 +34,7 @@ mod originals;
 mod pool;
 mod presence;
 mod routines;
+mod sigguard;
 mod state;
 #[cfg(test)]
 mod state_tests;

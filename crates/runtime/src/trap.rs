@@ -3,8 +3,7 @@
 //! if the site's new instruction were already there.
 
 use std::io;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 use fntrace_arch::x86_64::INT3;
 use fntrace_arch::Resume;
@@ -26,8 +25,29 @@ static STANDING: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 /// Threads steered past a site mid-patch, since start.
 pub static STEERED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-/// The disposition of SIGTRAP before ours.
-static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
+/// The program's disposition of SIGTRAP: the one before ours, then what
+/// the program sets (`sigguard.rs`); leaked boxes, never freed (a handler
+/// may be reading one), one per change.
+static PROGRAM: AtomicPtr<libc::sigaction> = AtomicPtr::new(std::ptr::null_mut());
+/// Our handler is installed.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Whether our SIGTRAP handler is installed.
+pub fn installed() -> bool {
+    INSTALLED.load(Ordering::Acquire)
+}
+
+/// Records `new` (if any) as the program's disposition of SIGTRAP, which
+/// traps that are not ours are handed to; returns the one before.
+pub fn swap_program_disposition(new: Option<libc::sigaction>) -> libc::sigaction {
+    let old = PROGRAM.load(Ordering::Acquire);
+    if let Some(new) = new {
+        PROGRAM.store(Box::into_raw(Box::new(new)), Ordering::Release);
+    }
+    // SAFETY: a leaked box set by `install` before INSTALLED, never freed;
+    // a zeroed sigaction (SIG_DFL) if there is none.
+    unsafe { old.as_ref().copied().unwrap_or_else(|| std::mem::zeroed()) }
+}
 
 /// `si_code` of a trap raised by the kernel for `int3`.
 const SI_KERNEL: i32 = 0x80;
@@ -38,7 +58,7 @@ const TRAP_BRKPT: i32 = 1;
 
 /// Installs the handler (once).
 pub fn install() -> io::Result<()> {
-    if PREVIOUS.get().is_some() {
+    if installed() {
         return Ok(());
     }
     // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value,
@@ -57,12 +77,13 @@ pub fn install() -> io::Result<()> {
         // it asked for (`chain`).
         libc::sigfillset(&mut new.sa_mask);
         let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(libc::SIGTRAP, &new, &mut old) != 0 {
+        if crate::sigguard::real_sigaction(libc::SIGTRAP, &new, &mut old) != 0 {
             return Err(io::Error::last_os_error());
         }
         old
     };
-    let _ = PREVIOUS.set(old);
+    PROGRAM.store(Box::into_raw(Box::new(old)), Ordering::Release);
+    INSTALLED.store(true, Ordering::Release);
     Ok(())
 }
 
@@ -180,7 +201,10 @@ fn find(table: &AtomicPtr<Table>, addr: usize) -> Option<Resume> {
 
 /// Hands a trap that is not ours to the disposition that was there before.
 fn chain(sig: i32, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
-    let Some(previous) = PREVIOUS.get() else { return };
+    // SAFETY: a leaked box, never freed (`swap_program_disposition`).
+    let Some(previous) = (unsafe { PROGRAM.load(Ordering::Acquire).as_ref() }) else {
+        return;
+    };
     chain_to(previous, sig, info, context);
 }
 
@@ -203,7 +227,7 @@ fn chain_to(previous: &libc::sigaction, sig: i32, info: *mut libc::siginfo_t, co
             if previous.sa_flags & libc::SA_NODEFER == 0 {
                 libc::sigaddset(&mut mask, sig);
             }
-            libc::pthread_sigmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
+            crate::sigguard::real_pthread_sigmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
         }
     }
     match previous.sa_sigaction {
@@ -212,7 +236,10 @@ fn chain_to(previous: &libc::sigaction, sig: i32, info: *mut libc::siginfo_t, co
             // SAFETY: restoring the default disposition and re-raising gives
             // the death the program would have had without us.
             unsafe {
-                libc::signal(sig, libc::SIG_DFL);
+                let mut default: libc::sigaction = std::mem::zeroed();
+                default.sa_sigaction = libc::SIG_DFL;
+                crate::sigguard::real_sigaction(sig, &default, std::ptr::null_mut());
+                INSTALLED.store(false, Ordering::Release);
                 libc::raise(sig);
             }
         }
