@@ -115,16 +115,33 @@ pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc
     }
 }
 
-/// `set` without SIGTRAP when the program would block it.
-fn unblocking(how: c_int, set: *const libc::sigset_t) -> Option<libc::sigset_t> {
-    if set.is_null() || how == libc::SIG_UNBLOCK || !crate::trap::installed() {
-        return None;
+/// Calls libc's mask function `name` (cached in `cache`; `failed` if it
+/// cannot be found) with `set` without SIGTRAP when the program would
+/// block it.
+///
+/// # Safety
+/// As `sigprocmask(2)`.
+unsafe fn forward_mask(
+    cache: &AtomicUsize,
+    name: &CStr,
+    failed: c_int,
+    (how, set, old): (c_int, *const libc::sigset_t, *mut libc::sigset_t),
+) -> c_int {
+    let mut copy: libc::sigset_t;
+    let mut set = set;
+    if !set.is_null() && how != libc::SIG_UNBLOCK && crate::trap::installed() {
+        // SAFETY: the program's valid sigset_t, copied; a valid signal.
+        unsafe {
+            copy = *set;
+            libc::sigdelset(&mut copy, libc::SIGTRAP);
+        }
+        set = &copy;
     }
-    // SAFETY: the program's valid sigset_t, copied.
-    let mut copy = unsafe { *set };
-    // SAFETY: a valid sigset_t and signal number.
-    unsafe { libc::sigdelset(&mut copy, libc::SIGTRAP) };
-    Some(copy)
+    match next(cache, name) {
+        0 => failed,
+        // SAFETY: libc's function of this type; forwarded.
+        f => unsafe { std::mem::transmute::<usize, SigmaskFn>(f)(how, set, old) },
+    }
 }
 
 /// The program's `pthread_sigmask`.
@@ -137,10 +154,15 @@ pub unsafe extern "C" fn pthread_sigmask(
     set: *const libc::sigset_t,
     old: *mut libc::sigset_t,
 ) -> c_int {
-    let copy = unblocking(how, set);
-    let set = copy.as_ref().map_or(set, |c| c as *const libc::sigset_t);
-    // SAFETY: forwarded, with SIGTRAP taken out of the set.
-    unsafe { real_pthread_sigmask(how, set, old) }
+    // SAFETY: as the caller's.
+    unsafe {
+        forward_mask(
+            &REAL_PTHREAD_SIGMASK,
+            c"pthread_sigmask",
+            libc::EINVAL,
+            (how, set, old),
+        )
+    }
 }
 
 /// The program's `sigprocmask`.
@@ -153,11 +175,6 @@ pub unsafe extern "C" fn sigprocmask(
     set: *const libc::sigset_t,
     old: *mut libc::sigset_t,
 ) -> c_int {
-    let copy = unblocking(how, set);
-    let set = copy.as_ref().map_or(set, |c| c as *const libc::sigset_t);
-    match next(&REAL_SIGPROCMASK, c"sigprocmask") {
-        0 => -1,
-        // SAFETY: libc's `sigprocmask`, of this type; forwarded.
-        f => unsafe { std::mem::transmute::<usize, SigmaskFn>(f)(how, set, old) },
-    }
+    // SAFETY: as the caller's.
+    unsafe { forward_mask(&REAL_SIGPROCMASK, c"sigprocmask", -1, (how, set, old)) }
 }
