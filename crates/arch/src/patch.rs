@@ -36,6 +36,20 @@ pub enum Shape {
         /// The call's displacement.
         disp: i32,
     },
+    /// The first bytes of a function no compiler prepared (a *bare* site,
+    /// `docs/RUNTIME.md`, "Functions no compiler prepared"). Off: the
+    /// function's own bytes. On: a `jmp rel32` to the function's detour
+    /// whose displacement has `int3` at every byte where an original
+    /// instruction starts (`boundaries`, bit `i` for the site's byte `i`,
+    /// 1 to 4), so that a thread resuming at any original instruction
+    /// traps and is moved into the detour's copy of it; or, for `trap`,
+    /// an `int3` on the first byte only, the rest the function's own.
+    Bare {
+        /// Where the function's own instructions start inside the jump.
+        boundaries: u8,
+        /// On is an `int3`, not a jump.
+        trap: bool,
+    },
 }
 
 /// A site's bytes, without allocation (100,000 sites are patched at once):
@@ -138,6 +152,9 @@ pub enum Resume {
 pub enum PatchError {
     /// No instruction form of this length for this shape.
     Length(usize),
+    /// The shape is not switched by this verb (a bare site's off form is
+    /// its own bytes: [`BreakpointPatcher::make_bare`]).
+    Shape,
     /// The target is out of reach of the call.
     Reach {
         /// Where the call instruction would be.
@@ -151,6 +168,7 @@ impl fmt::Display for PatchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PatchError::Length(len) => write!(f, "no patchable form for a site of {len} bytes"),
+            PatchError::Shape => f.write_str("a bare site is switched by make_bare"),
             PatchError::Reach { from, to } => {
                 write!(f, "a call at {from:#x} cannot reach {to:#x}")
             }
@@ -217,6 +235,25 @@ pub trait BreakpointPatcher: Sync {
     /// asked by a batch site by site and phase by phase (cheaper than
     /// building or keeping whole plans for 100,000 sites).
     fn phase(&self, addr: u64, new: &Code, phase: usize) -> Option<Write>;
+
+    /// [`BreakpointPatcher::phase`] for a site where instructions start at
+    /// more bytes than the first (`starts`, bit `i` for byte `i`; bit 0 is
+    /// implied), old or new: a thread may resume at each of them. Every
+    /// start gets the breakpoint first, with the other bytes as they are
+    /// (`old`); then the other bytes change; then the starts (the general
+    /// form of the kernel's order).
+    fn phase_masked(&self, addr: u64, old: &Code, new: &Code, starts: u8, phase: usize) -> Option<Write>;
+
+    /// The bytes of a bare site ([`Shape::Bare`]) at `addr` whose own first
+    /// bytes are `original`: those when `target` is `None`, else the jump to
+    /// `target` (or the `int3`, for a trap site).
+    fn make_bare(
+        &self,
+        shape: Shape,
+        addr: u64,
+        original: &Code,
+        target: Option<u64>,
+    ) -> Result<Code, PatchError>;
 
     /// Canonical "off" bytes of a site of `len` bytes: one instruction.
     fn make_nop(&self, shape: Shape, len: usize) -> Result<Code, PatchError>;

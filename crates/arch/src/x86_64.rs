@@ -189,6 +189,7 @@ impl Isa for X86_64 {
     }
 }
 
+pub mod bare;
 mod encode;
 pub use encode::{pun_displacements, INT3, PUN_BYTES};
 mod plan;

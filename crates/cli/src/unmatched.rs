@@ -152,10 +152,11 @@ fn dynamic(path: &Path) -> Option<Dynamic> {
     Dynamic::read(&std::fs::File::open(path).ok()?).ok()
 }
 
-/// The sites of the file at `path`, if it has any.
+/// The sites of the file at `path`, if it has any: compiler sites only,
+/// as the runtime takes them (bare sites are not patched yet, #19).
 fn discover(path: &Path) -> Option<Binary> {
     let data = crate::output::read_input(path).ok()?;
-    fntrace_sites::discover_file(path, &data)
+    fntrace_sites::discover_file_with(path, &data, &fntrace_sites::Options { bare: false })
         .ok()
         .filter(|b| !b.sites.is_empty())
 }

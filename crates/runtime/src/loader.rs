@@ -20,14 +20,16 @@ use crate::modules::{self, Loaded};
 use crate::state::{FunctionRecord, ModState, Record, Site, State, NO_FID};
 use crate::text::{self, Poke};
 
-/// How a kind of site is switched and where it is.
-pub fn shape_of(kind: SiteKind) -> (Shape, Role) {
-    match kind {
+/// How a kind of site is switched and where it is; `None` for a bare site
+/// (a function's own first instructions), which is not patched yet (#19).
+pub fn shape_of(kind: SiteKind) -> Option<(Shape, Role)> {
+    Some(match kind {
         SiteKind::Fentry | SiteKind::Patchable | SiteKind::XrayEntry => (Shape::Inline, Role::Entry),
         SiteKind::Mcount => (Shape::Inline, Role::Mcount),
         SiteKind::XrayTail | SiteKind::Return => (Shape::Inline, Role::Exit),
         SiteKind::XrayExit => (Shape::ReturnSled, Role::Exit),
-    }
+        SiteKind::Bare => return None,
+    })
 }
 
 /// Whether the runtime leaves a module alone: itself, the vDSO, the
@@ -91,13 +93,16 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
         skip(state, "module file unreadable");
         return;
     };
-    let binary = match fntrace_sites::discover_file(std::path::Path::new(&loaded.path), file.bytes()) {
-        Ok(binary) => binary,
-        Err(_) => {
-            skip(state, "module not understood");
-            return;
-        }
-    };
+    // Compiler sites only: bare sites are not patched yet (#19).
+    let options = fntrace_sites::Options { bare: false };
+    let binary =
+        match fntrace_sites::discover_file_with(std::path::Path::new(&loaded.path), file.bytes(), &options) {
+            Ok(binary) => binary,
+            Err(_) => {
+                skip(state, "module not understood");
+                return;
+            }
+        };
     drop(file);
     if binary.sites.is_empty() {
         return;
@@ -204,8 +209,12 @@ fn convert(
     let mut records: Vec<Record> = found
         .into_iter()
         .filter_map(|found| {
+            let Some((inline, _)) = shape_of(found.kind) else {
+                skip(state, "a function no compiler prepared (not patched yet)");
+                return None;
+            };
             let shape = match (live && one_byte_nops(&found), disp) {
-                (false, _) => shape_of(found.kind).0,
+                (false, _) => inline,
                 (true, Some(disp)) => Shape::Punned { disp },
                 (true, None) => {
                     skip(
@@ -271,7 +280,7 @@ fn check(
     fid_base: u32,
     segment: &mut usize,
 ) -> Option<(Record, Poke)> {
-    let role = shape_of(site.kind).1;
+    let (_, role) = shape_of(site.kind)?;
     let prefix = site.prefix as usize;
     let addr = loaded.bias.wrapping_add(site.address as usize + prefix);
     let bytes = &site.bytes[prefix.min(site.bytes.len())..];

@@ -8,13 +8,18 @@
 //!    it points at;
 //! 2. where a function has no table entry, the calls to `__fentry__`/`mcount`
 //!    found from relocations (objects) or by decoding the code (linked files),
-//!    which is `recordmcount`'s job done at read time.
+//!    which is `recordmcount`'s job done at read time;
+//! 3. in an x86-64 executable or library with no compiler entry site,
+//!    every function: a [`SiteKind::Bare`] site at its first instructions,
+//!    the functions coming from the symbols and from `.eh_frame`
+//!    ([`discover_file_with`]).
 //!
 //! Entries that do not match their kind's forms are returned as
 //! [`Rejected`], never trusted. Malformed input gives an [`Error`], never a
 //! panic.
 #![forbid(unsafe_code)]
 
+mod bare;
 mod bytes;
 mod classify;
 pub mod debugfile;
@@ -34,13 +39,14 @@ mod regroup;
 mod scan;
 mod symbols;
 mod tables;
+mod unwind;
 
 pub use bytes::SiteBytes;
 pub use dynamic::Dynamic;
 pub use error::{Error, Result};
 pub use fntrace_arch::hex;
 pub use imports::{imports, Import};
-pub use model::{Binary, FileKind, Form, Function, Rejected, Site, SiteKind, SledKind, Source};
+pub use model::{Binary, FileKind, Form, Function, Rejected, Site, SiteKind, SledKind, Source, Unpatchable};
 
 use classify::Context;
 use hooks::Hooks;
@@ -55,24 +61,57 @@ pub fn discover(data: &[u8]) -> Result<Binary> {
     discover_in(&image, FunctionTable::read(&image))
 }
 
+/// What [`discover_file_with`] looks for besides the sites compilers left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// In an x86-64 executable or shared library without compiler entry
+    /// sites, a [`SiteKind::Bare`] site for every function, and the
+    /// functions that get none in [`Binary::unpatchable`].
+    pub bare: bool,
+}
+
+impl Default for Options {
+    /// What [`discover_file`] does: bare sites included.
+    fn default() -> Self {
+        Options { bare: true }
+    }
+}
+
+/// [`discover_file_with`] with bare sites ([`Options::default`]).
+pub fn discover_file(path: &std::path::Path, data: &[u8]) -> Result<Binary> {
+    discover_file_with(path, data, &Options::default())
+}
+
 /// [`discover`] for the file at `path` (its contents `data`), with names
 /// for every site's function (`docs/SITES.md`, "Names"): from `.symtab`;
 /// in a stripped file, from its separate debug file if one is found
 /// ([`debugfile`]), else `.dynsym`; a site still outside every symbol gets
-/// a function of its own named `FILE+0xADDRESS`.
-pub fn discover_file(path: &std::path::Path, data: &[u8]) -> Result<Binary> {
+/// a function of its own named `FILE+0xADDRESS`. With `options.bare`, an
+/// x86-64 executable or library without compiler entry sites gets bare
+/// sites (`docs/SITES.md`, "Functions no compiler prepared").
+pub fn discover_file_with(path: &std::path::Path, data: &[u8], options: &Options) -> Result<Binary> {
     let image = Image::parse(data)?;
     let mut binary = discover_in(&image, FunctionTable::read(&image))?;
-    if binary.sites.is_empty() {
+    let bare = options.bare && bare::applies(&image, &binary);
+    if binary.sites.is_empty() && !bare {
         return Ok(binary);
     }
+    let mut from = match symbols::has_symtab(&image) {
+        true => Source::Symbol,
+        false => Source::DynSym,
+    };
     if image.file.symbol_table().is_none() {
         let debug = debugfile::find(path, data);
         if let Some(functions) = debug.and_then(|d| names::from_debug_file(&image, &d)) {
             binary = discover_in(&image, FunctionTable::new(functions))?;
+            from = Source::DebugFile;
         }
     }
-    names::name_unnamed(&mut binary, &image, &names::module_name(path));
+    let module = names::module_name(path);
+    if bare {
+        bare::add(&mut binary, &image, from, &module);
+    }
+    names::name_unnamed(&mut binary, &image, &module);
     Ok(binary)
 }
 
@@ -125,6 +164,7 @@ fn discover_in(image: &Image<'_>, functions: FunctionTable) -> Result<Binary> {
         functions: functions.functions,
         sites,
         rejected,
+        unpatchable: Vec::new(),
     })
 }
 

@@ -28,14 +28,21 @@ pub enum SiteKind {
     /// A function-exit site before a `ret` (gcc `-minstrument-return=nop5`
     /// or `=call` with `-mrecord-return`).
     Return,
+    /// The first instructions of a function no compiler prepared (after
+    /// its `endbr64`): its own code, which a patch must move elsewhere,
+    /// not a NOP or call a compiler left (`docs/SITES.md`, "Functions no
+    /// compiler prepared").
+    Bare,
 }
 
 impl SiteKind {
     /// True for sites at (or near) the function entry, false for exit sites.
+    /// A [`SiteKind::Bare`] site is one; [`SiteKind::is_compiled`] tells it
+    /// from those a compiler left.
     pub fn is_entry(self) -> bool {
         matches!(
             self,
-            SiteKind::Fentry | SiteKind::Mcount | SiteKind::Patchable | SiteKind::XrayEntry
+            SiteKind::Fentry | SiteKind::Mcount | SiteKind::Patchable | SiteKind::XrayEntry | SiteKind::Bare
         )
     }
 
@@ -49,7 +56,14 @@ impl SiteKind {
             SiteKind::XrayExit => "xray-exit",
             SiteKind::XrayTail => "xray-tail",
             SiteKind::Return => "return",
+            SiteKind::Bare => "bare",
         }
+    }
+
+    /// True for the sites a compiler left (NOPs, calls, sleds), which can
+    /// be rewritten in place; false for [`SiteKind::Bare`].
+    pub fn is_compiled(self) -> bool {
+        self != SiteKind::Bare
     }
 }
 
@@ -74,6 +88,16 @@ pub enum Source {
     Relocation,
     /// A call to `__fentry__`/`mcount` found by decoding the code.
     CodeScan,
+    /// A function symbol of `.symtab` (bare sites).
+    Symbol,
+    /// A function symbol of `.dynsym`, in a file without `.symtab` (bare
+    /// sites).
+    DynSym,
+    /// A function symbol of the separate debug file (bare sites).
+    DebugFile,
+    /// A frame description entry of `.eh_frame` that no symbol covers
+    /// (bare sites).
+    EhFrame,
 }
 
 impl Source {
@@ -86,6 +110,10 @@ impl Source {
             Source::ReturnLoc => "__return_loc",
             Source::Relocation => "relocation",
             Source::CodeScan => "code-scan",
+            Source::Symbol => "symtab",
+            Source::DynSym => "dynsym",
+            Source::DebugFile => "debug-file",
+            Source::EhFrame => "eh_frame",
         }
     }
 }
@@ -108,6 +136,8 @@ pub enum Form {
     },
     /// An unpatched XRay sled.
     XraySled,
+    /// The function's own instructions ([`SiteKind::Bare`]).
+    Code,
 }
 
 impl fmt::Display for Form {
@@ -117,6 +147,7 @@ impl fmt::Display for Form {
             Form::Nops { insns: 1 } => f.write_str("nop"),
             Form::Nops { insns } => write!(f, "nop*{insns}"),
             Form::XraySled => f.write_str("sled"),
+            Form::Code => f.write_str("code"),
         }
     }
 }
@@ -181,6 +212,13 @@ pub struct Function {
     /// For local symbols: the source file named by the preceding `STT_FILE`
     /// symbol, which tells apart static functions of the same name.
     pub file: Option<String>,
+    /// The symbol gave the size (false: hand-written assembly without
+    /// `.size`, or a function made for an unnamed site; `size` then
+    /// reaches the next function).
+    pub sized: bool,
+    /// An `STT_GNU_IFUNC` symbol is at its address: the code there is an
+    /// IFUNC resolver, run once by the dynamic linker.
+    pub ifunc: bool,
 }
 
 impl Function {
@@ -206,6 +244,17 @@ pub struct Rejected {
     /// Where the entry came from.
     pub source: Source,
     /// Why it was rejected.
+    pub reason: String,
+}
+
+/// A function that gets no [`SiteKind::Bare`] site, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unpatchable {
+    /// Index into [`Binary::functions`].
+    pub function: usize,
+    /// Where the function came from.
+    pub source: Source,
+    /// Why it is not patched, in a few words (`ifunc resolver`).
     pub reason: String,
 }
 
@@ -247,6 +296,9 @@ pub struct Binary {
     pub sites: Vec<Site>,
     /// Entries that did not check out.
     pub rejected: Vec<Rejected>,
+    /// Functions left without a bare site on purpose, in address order
+    /// (only when bare sites were wanted: [`crate::Options`]).
+    pub unpatchable: Vec<Unpatchable>,
     /// Names of the sections, by ELF section index.
     pub section_names: Vec<String>,
 }

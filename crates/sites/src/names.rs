@@ -69,15 +69,53 @@ pub(crate) fn name_unnamed(binary: &mut Binary, image: &Image<'_>, module: &str)
             FileKind::Relocatable => format!("{module}:{}+{address:#x}", binary.section_name(site.section)),
             _ => format!("{module}+{address:#x}"),
         };
-        made.push(Function {
-            name: name.into(),
-            symbol: 0,
-            section: site.section,
-            address,
-            size: 0,
-            local: true,
-            file: None,
-        });
+        made.push(unnamed(name, site.section, address, 0));
+    }
+    let made_at = merge(binary, made);
+    // A made function reaches the next function, or the end of its section.
+    let all = &mut binary.functions;
+    for i in (0..all.len()).filter(|&i| made_at[i]) {
+        let (section, address) = (all[i].section, all[i].address);
+        let end = match all.get(i + 1) {
+            Some(next) if next.section == section => next.address,
+            _ => image
+                .section(section)
+                .map_or(address + 1, |s| s.address.saturating_add(s.size)),
+        };
+        all[i].size = end.saturating_sub(address).max(1);
+    }
+    for site in binary.sites.iter_mut().filter(|s| s.function.is_none()) {
+        let fs = &binary.functions;
+        let at = fs.partition_point(|f| (f.section, f.address) <= (site.section, site.address));
+        site.function = at
+            .checked_sub(1)
+            .filter(|&i| fs[i].contains(site.section, site.address));
+    }
+}
+
+/// A function no symbol names: `name` (`module+0xADDRESS`), `size` bytes
+/// (0: not known yet).
+pub(crate) fn unnamed(name: String, section: usize, address: u64, size: u64) -> Function {
+    Function {
+        name: name.into(),
+        symbol: 0,
+        section,
+        address,
+        size,
+        local: true,
+        file: None,
+        sized: false,
+        ifunc: false,
+    }
+}
+
+/// Adds the functions `made` to `binary`'s (a made function at the address
+/// of one it has is dropped), keeping them in (section, address) order
+/// and the function indices of its sites and unpatchable functions right;
+/// returns, by new index, whether each function is one of `made`.
+pub(crate) fn merge(binary: &mut Binary, made: Vec<Function>) -> Vec<bool> {
+    if made.is_empty() {
+        return vec![false; binary.functions.len()];
     }
     // All functions by (section, address), each knowing its old index.
     let old = binary.functions.len();
@@ -87,6 +125,7 @@ pub(crate) fn name_unnamed(binary: &mut Binary, image: &Image<'_>, module: &str)
         .map(|(i, f)| (f, Some(i)))
         .chain(made.into_iter().map(|f| (f, None)))
         .collect();
+    // Stable: a function of the binary comes before a made one.
     all.sort_by_key(|(f, _)| (f.section, f.address));
     all.dedup_by_key(|(f, _)| (f.section, f.address));
     let mut new_index = vec![usize::MAX; old];
@@ -95,32 +134,20 @@ pub(crate) fn name_unnamed(binary: &mut Binary, image: &Image<'_>, module: &str)
             new_index[*was] = i;
         }
     }
-    // A made function reaches the next function, or the end of its section.
-    for i in 0..all.len() {
-        if all[i].1.is_some() {
-            continue;
-        }
-        let (section, address) = (all[i].0.section, all[i].0.address);
-        let end = match all.get(i + 1) {
-            Some((next, _)) if next.section == section => next.address,
-            _ => image
-                .section(section)
-                .map_or(address + 1, |s| s.address.saturating_add(s.size)),
-        };
-        all[i].0.size = end.saturating_sub(address).max(1);
-    }
+    let made_at = all.iter().map(|(_, was)| was.is_none()).collect();
     binary.functions = all.into_iter().map(|(f, _)| f).collect();
+    let renumber = |f: usize| new_index.get(f).copied().filter(|&i| i != usize::MAX);
     for site in &mut binary.sites {
-        site.function = match site.function {
-            Some(f) => new_index.get(f).copied().filter(|&i| i != usize::MAX),
-            None => {
-                let fs = &binary.functions;
-                let at = fs.partition_point(|f| (f.section, f.address) <= (site.section, site.address));
-                at.checked_sub(1)
-                    .filter(|&i| fs[i].contains(site.section, site.address))
-            }
-        };
+        site.function = site.function.and_then(renumber);
     }
+    binary.unpatchable.retain_mut(|u| match renumber(u.function) {
+        Some(f) => {
+            u.function = f;
+            true
+        }
+        None => false,
+    });
+    made_at
 }
 
 /// The module name used in made names: the file name of `path`.

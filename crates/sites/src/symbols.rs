@@ -216,6 +216,15 @@ fn section_end(image: &Image<'_>, f: &Function) -> u64 {
         .map_or(f.address, |s| s.address.saturating_add(s.size))
 }
 
+/// Whether [`functions`] reads `.symtab` (else `.dynsym`).
+pub(crate) fn has_symtab(image: &Image<'_>) -> bool {
+    match &image.file {
+        object::File::Elf64(file) => file.elf_symbol_table().symbols().len() > 1,
+        object::File::Elf32(file) => file.elf_symbol_table().symbols().len() > 1,
+        _ => false,
+    }
+}
+
 /// The named function symbols in code sections, from `.symtab` (or
 /// `.dynsym` without it), sorted by (section, address), one per address:
 /// global over weak over local, then the first. Symbols without a size
@@ -234,9 +243,9 @@ fn elf_functions<'d, Elf: FileHeader<Endian = Endianness>>(
 ) -> Vec<Function> {
     // What `object`'s `symbol_table()` gives, and `symbols()` iterates:
     // from index 1.
-    let table = match file.elf_symbol_table() {
-        t if t.symbols().len() > 1 => t,
-        _ => file.elf_dynamic_symbol_table(),
+    let table = match has_symtab(image) {
+        true => file.elf_symbol_table(),
+        false => file.elf_dynamic_symbol_table(),
     };
     gather::<Compact, Elf>(image, file.endian(), table)
         .or_else(|| gather::<Wide<'_>, Elf>(image, file.endian(), table))
@@ -255,6 +264,9 @@ fn gather<'d, P: Packed<'d>, Elf: FileHeader<Endian = Endianness>>(
     // `STT_FILE` symbols (index, name): a local symbol's file is the last
     // one before it.
     let mut files: Vec<(usize, Option<&[u8]>)> = Vec::new();
+    // Where `STT_GNU_IFUNC` symbols are (section, address): few, and any
+    // alias at such an address is a resolver.
+    let mut ifuncs: Vec<(usize, u64)> = Vec::new();
     for (index, symbol) in table.symbols().iter().enumerate().skip(1) {
         let st_type = symbol.st_type();
         if st_type == STT_FILE {
@@ -274,6 +286,9 @@ fn gather<'d, P: Packed<'d>, Elf: FileHeader<Endian = Endianness>>(
             Ok(name) if !name.is_empty() => name,
             _ => continue,
         };
+        if st_type == STT_GNU_IFUNC {
+            ifuncs.push((section.0, symbol.st_value(endian).into()));
+        }
         let gathered = Gathered {
             section: section.0,
             address: symbol.st_value(endian).into(),
@@ -286,6 +301,7 @@ fn gather<'d, P: Packed<'d>, Elf: FileHeader<Endian = Endianness>>(
         symbols.push(P::pack(&gathered, image.data)?);
     }
     symbols.sort_unstable();
+    ifuncs.sort_unstable();
     let file_of = |index: usize| {
         let before = files.partition_point(|&(i, _)| i < index);
         before.checked_sub(1).and_then(|f| files[f].1)
@@ -317,6 +333,8 @@ fn gather<'d, P: Packed<'d>, Elf: FileHeader<Endian = Endianness>>(
             } else {
                 None
             },
+            sized: s.size != 0,
+            ifunc: ifuncs.binary_search(&(s.section, s.address)).is_ok(),
         });
     }
     if let Some(last) = functions.last_mut().filter(|f| f.size == 0) {

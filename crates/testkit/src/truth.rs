@@ -251,3 +251,171 @@ pub fn relocations(path: &Path) -> Vec<Reloc> {
     }
     found
 }
+
+/// A section header as `readelf -SW` shows it.
+#[derive(Debug, Clone)]
+pub struct SectionHeader {
+    pub index: usize,
+    pub name: String,
+    pub address: u64,
+    /// Offset of its contents in the file.
+    pub offset: u64,
+    pub size: u64,
+    /// `X` among its flags.
+    pub exec: bool,
+}
+
+/// The section headers of `path`, from `readelf -SW`.
+pub fn sections(path: &Path) -> Vec<SectionHeader> {
+    require("readelf");
+    let out = run(Command::new("readelf").arg("-SW").arg(path));
+    let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
+    out.lines()
+        .filter_map(|line| {
+            // "  [15] .text  PROGBITS  0000000000001070 001070 000335 00  AX  0   0 16"
+            let (index, rest) = line.trim_start().strip_prefix('[')?.split_once(']')?;
+            let index = index.trim().parse().ok()?;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            if f.len() < 9 {
+                return None;
+            }
+            // No flags: one field fewer.
+            let flags = if f.len() >= 10 { f[6] } else { "" };
+            Some(SectionHeader {
+                index,
+                name: f[0].to_string(),
+                address: hex(f[2]),
+                offset: hex(f[3]),
+                size: hex(f[4]),
+                exec: flags.contains('X'),
+            })
+        })
+        .collect()
+}
+
+/// A symbol as `readelf -sW` shows it.
+#[derive(Debug, Clone)]
+pub struct Symbol {
+    pub address: u64,
+    pub size: u64,
+    /// `FUNC`, `IFUNC`, `OBJECT`...
+    pub kind: String,
+    /// `GLOBAL`, `WEAK`, `LOCAL`.
+    pub bind: String,
+    /// Section index; `None` for `UND`, `ABS`...
+    pub section: Option<usize>,
+    /// Without a version (`@GLIBC_2.2.5`).
+    pub name: String,
+}
+
+/// The symbols of `path`'s `.symtab` (`dynamic`: `.dynsym`), from
+/// `readelf -sW`.
+pub fn symbols(path: &Path, dynamic: bool) -> Vec<Symbol> {
+    require("readelf");
+    let out = run(Command::new("readelf").arg("-sW").arg(path));
+    let wanted = if dynamic { "'.dynsym'" } else { "'.symtab'" };
+    let mut inside = false;
+    let mut found = Vec::new();
+    for line in out.lines() {
+        if line.starts_with("Symbol table ") {
+            inside = line.contains(wanted);
+            continue;
+        }
+        // "    43: 00000000000010b0   167 FUNC    GLOBAL DEFAULT   15 main"
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if !inside || f.len() < 8 || !f[0].ends_with(':') {
+            continue;
+        }
+        let Ok(address) = u64::from_str_radix(f[1], 16) else {
+            continue;
+        };
+        let size = match f[2].strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).unwrap(),
+            None => f[2].parse().unwrap(),
+        };
+        found.push(Symbol {
+            address,
+            size,
+            kind: f[3].to_string(),
+            bind: f[4].to_string(),
+            section: f[6].parse().ok(),
+            name: f[7].split('@').next().unwrap().to_string(),
+        });
+    }
+    found
+}
+
+/// A frame description entry as `readelf --debug-dump=frames-interp`
+/// shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    pub start: u64,
+    pub end: u64,
+    /// Its first row is the frame a call leaves: CFA `rsp+8`, `ra` at
+    /// `c-8`, every other register `u` (undefined) or `s` (same value).
+    /// An FDE shown without a table has its CIE's first row.
+    pub called: bool,
+}
+
+/// The FDEs of `path`'s `.eh_frame`, from `readelf --debug-dump=frames-interp`.
+pub fn frames(path: &Path) -> Vec<Frame> {
+    require("readelf");
+    // `-wN`: not the FDEs of the separate debug file a link names (where
+    // `.eh_frame` is `NOBITS`, which makes readelf fail).
+    let out = run(Command::new("readelf")
+        .args(["-wN", "--debug-dump=frames-interp"])
+        .arg(path));
+    // The first row of each CIE, by offset; the FDEs with their CIE and
+    // their own first row, if shown.
+    let mut cies: BTreeMap<String, bool> = BTreeMap::new();
+    let mut fdes: Vec<(Frame, String, Option<bool>)> = Vec::new();
+    // The entry whose table is being read: a CIE's offset, or an FDE.
+    enum Current {
+        Cie(String),
+        Fde,
+        None,
+    }
+    let mut current = Current::None;
+    let mut columns: Vec<String> = Vec::new();
+    let mut first_row = false;
+    for line in out.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() >= 4 && f[3] == "CIE" {
+            current = Current::Cie(f[0].to_string());
+        } else if f.len() >= 6 && f[3] == "FDE" {
+            let cie = f[4].strip_prefix("cie=").unwrap().to_string();
+            let (start, end) = f[5].strip_prefix("pc=").unwrap().split_once("..").unwrap();
+            let frame = Frame {
+                start: u64::from_str_radix(start, 16).unwrap(),
+                end: u64::from_str_radix(end, 16).unwrap(),
+                called: false,
+            };
+            fdes.push((frame, cie, None));
+            current = Current::Fde;
+        } else if f.first() == Some(&"LOC") {
+            columns = f.iter().map(|c| c.to_string()).collect();
+            first_row = true;
+        } else if first_row && f.len() == columns.len() && u64::from_str_radix(f[0], 16).is_ok() {
+            first_row = false;
+            let called = columns.iter().zip(&f).all(|(c, v)| match c.as_str() {
+                "LOC" => true,
+                "CFA" => *v == "rsp+8",
+                "ra" => *v == "c-8",
+                _ => *v == "u" || *v == "s",
+            }) && columns.iter().any(|c| c == "ra");
+            match &current {
+                Current::Cie(offset) => {
+                    cies.insert(offset.clone(), called);
+                }
+                Current::Fde => fdes.last_mut().unwrap().2 = Some(called),
+                Current::None => {}
+            }
+        }
+    }
+    fdes.into_iter()
+        .map(|(mut frame, cie, own)| {
+            frame.called = own.unwrap_or_else(|| cies.get(&cie).copied().unwrap_or(false));
+            frame
+        })
+        .collect()
+}

@@ -12,6 +12,9 @@ const CALL: u8 = 0xe8;
 const CALL_LEN: usize = 5;
 /// `ret`.
 const RET: u8 = 0xc3;
+/// `jmp rel32` opcode and length.
+const JMP: u8 = 0xe9;
+const JMP_LEN: usize = 5;
 
 /// The recommended single-instruction NOPs of 1 to 9 bytes (Intel SDM,
 /// "Recommended Multi-Byte Sequence of NOP Instruction"); longer ones add
@@ -130,6 +133,73 @@ impl BreakpointPatcher for X86_64 {
         })
     }
 
+    fn phase_masked(&self, addr: u64, old: &Code, new: &Code, starts: u8, phase: usize) -> Option<Write> {
+        // Each start gets `int3` over the bytes there now, then the other
+        // bytes change with the starts kept `int3`, then the starts: a
+        // thread resuming at a start sees `int3`, or old bytes from there
+        // on, or new ones — never a mix. Bytes that do not change are
+        // rewritten with their own values, one byte store each.
+        let starts = starts | 1;
+        let (source, len) = match phase {
+            0 => (old, old.len()),
+            1 | 2 => (new, new.len()),
+            _ => return None,
+        };
+        let mut bytes = [0u8; MAX_SITE_LEN];
+        bytes[..len].copy_from_slice(source.as_slice());
+        if phase < 2 {
+            for (i, b) in bytes.iter_mut().enumerate().take(len.min(8)) {
+                if starts >> i & 1 != 0 {
+                    *b = INT3;
+                }
+            }
+        }
+        Some(Write {
+            addr,
+            bytes: Code::new(&bytes[..len])?,
+        })
+    }
+
+    fn make_bare(
+        &self,
+        shape: Shape,
+        addr: u64,
+        original: &Code,
+        target: Option<u64>,
+    ) -> Result<Code, PatchError> {
+        let Shape::Bare { boundaries, trap } = shape else {
+            return Err(PatchError::Shape);
+        };
+        let Some(target) = target else {
+            return Ok(*original);
+        };
+        let mut bytes = [0u8; MAX_SITE_LEN];
+        let len = original.len();
+        bytes[..len].copy_from_slice(original.as_slice());
+        if trap {
+            bytes[0] = INT3;
+            return Code::new(&bytes[..len]).ok_or(PatchError::Length(len));
+        }
+        if len < JMP_LEN {
+            return Err(PatchError::Length(len));
+        }
+        // `jmp rel32` over the first five bytes; what follows is the
+        // function's own tail of its fifth byte's instruction, never run.
+        let disp = rel32(addr, JMP_LEN, target).ok_or(PatchError::Reach {
+            from: addr,
+            to: target,
+        })?;
+        bytes[0] = JMP;
+        bytes[1..JMP_LEN].copy_from_slice(&disp.to_le_bytes());
+        if (1..JMP_LEN).any(|i| boundaries >> i & 1 != 0 && bytes[i] != INT3) {
+            return Err(PatchError::Reach {
+                from: addr,
+                to: target,
+            });
+        }
+        Code::new(&bytes[..len]).ok_or(PatchError::Length(len))
+    }
+
     #[inline]
     fn make_nop(&self, shape: Shape, len: usize) -> Result<Code, PatchError> {
         let word = match shape {
@@ -138,6 +208,7 @@ impl BreakpointPatcher for X86_64 {
             Shape::Punned { disp } if (CALL_LEN..=MAX_SITE_LEN).contains(&len) => {
                 ones(len) & !(0xffff_ffff << (8 * (len - 4))) | (disp as u32 as u128) << (8 * (len - 4))
             }
+            Shape::Bare { .. } => return Err(PatchError::Shape),
             _ => return Err(PatchError::Length(len)),
         };
         Ok(Code::from_word(word, len))
@@ -149,6 +220,7 @@ impl BreakpointPatcher for X86_64 {
             && match shape {
                 Shape::Inline | Shape::Punned { .. } => len >= CALL_LEN,
                 Shape::ReturnSled => len > CALL_LEN,
+                Shape::Bare { .. } => false,
             }
     }
 
@@ -164,6 +236,7 @@ impl BreakpointPatcher for X86_64 {
             Shape::Inline => (len - CALL_LEN, NOP_WORDS[len - CALL_LEN]),
             Shape::ReturnSled => (0, return_sled(len) >> (8 * CALL_LEN) << (8 * CALL_LEN)),
             Shape::Punned { .. } => (len - CALL_LEN, ones(len - CALL_LEN)),
+            Shape::Bare { .. } => return Err(PatchError::Shape),
         };
         let from = addr + at as u64;
         let disp = rel32(from, CALL_LEN, target).ok_or(PatchError::Reach { from, to: target })?;
@@ -178,6 +251,8 @@ impl BreakpointPatcher for X86_64 {
         match shape {
             Shape::Inline | Shape::Punned { .. } => addr + len as u64,
             Shape::ReturnSled => addr + CALL_LEN as u64,
+            // Its detour's, which the runtime knows (never asked).
+            Shape::Bare { .. } => addr,
         }
     }
 
@@ -190,6 +265,8 @@ impl BreakpointPatcher for X86_64 {
             },
             (Shape::Inline | Shape::Punned { .. }, None) => Resume::At(addr + len as u64),
             (Shape::ReturnSled, None) => Resume::Return,
+            // Its detour's copy, which the runtime knows (never asked).
+            (Shape::Bare { .. }, None) => Resume::At(addr),
         }
     }
 

@@ -45,6 +45,7 @@ fn err(e: PatchError) -> PlanError {
     match e {
         PatchError::Reach { from, to } => PlanError::Reach { from, to },
         PatchError::Length(len) => PlanError::Form(format!("no patchable form for a site of {len} bytes")),
+        PatchError::Shape => PlanError::Form(PatchError::Shape.to_string()),
     }
 }
 

@@ -245,13 +245,16 @@ fn check_sites(program: &Path, name: &str, options: &Options) -> anyhow::Result<
     if !data.starts_with(b"\x7fELF") {
         return Ok(());
     }
-    let binary = match fntrace_sites::discover_file(program, &data) {
-        Ok(binary) => binary,
-        Err(e) => {
-            eprintln!("fntrace: warning: {name}: cannot look for patchable sites: {e}");
-            return Ok(());
-        }
-    };
+    // Compiler sites only, as the runtime takes them: bare sites are not
+    // patched yet (#19).
+    let binary =
+        match fntrace_sites::discover_file_with(program, &data, &fntrace_sites::Options { bare: false }) {
+            Ok(binary) => binary,
+            Err(e) => {
+                eprintln!("fntrace: warning: {name}: cannot look for patchable sites: {e}");
+                return Ok(());
+            }
+        };
     drop(data);
     let mut modules = Vec::new();
     if !binary.sites.is_empty() {

@@ -88,3 +88,94 @@ pub fn list(path: &Path) -> Vec<ListedFunction> {
     }
     groups.into_values().collect()
 }
+
+pub mod bare {
+    //! The checks of bare sites that the tests of plain builds and of
+    //! libc share.
+
+    use std::path::Path;
+
+    use fntrace_sites::{Binary, Form, SiteKind};
+    use fntrace_testkit::truth::{self, Frame, SectionHeader, Symbol};
+
+    /// Why the documented rules (`docs/SITES.md`, "Functions no compiler
+    /// prepared") leave the function of `symbol` in `section` unpatched: a
+    /// word its reason must hold; `None`: it gets a bare site.
+    pub fn skip_word(symbol: &Symbol, section: &str) -> Option<&'static str> {
+        const NEVER: &[&str] = &[
+            "vfork",
+            "__vfork",
+            "setjmp",
+            "_setjmp",
+            "sigsetjmp",
+            "__sigsetjmp",
+            "getcontext",
+            "__getcontext",
+            "clone",
+            "__clone",
+            "__clone3",
+            "__restore_rt",
+            "_start",
+        ];
+        let cold = symbol.name.ends_with(".cold")
+            || symbol
+                .name
+                .rsplit_once(".cold.")
+                .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if symbol.kind == "IFUNC" {
+            Some("ifunc resolver")
+        } else if section.starts_with(".plt") {
+            Some("PLT stub")
+        } else if section == ".init" {
+            Some("in .init")
+        } else if section == ".fini" {
+            Some("in .fini")
+        } else if NEVER.contains(&symbol.name.as_str()) {
+            Some("never patched")
+        } else if cold {
+            Some("split part")
+        } else if symbol.size == 0 {
+            Some("no size")
+        } else {
+            None
+        }
+    }
+
+    /// Checks each site's place and bytes against objdump: after `endbr64`
+    /// when the function starts with one, its bytes those objdump shows there
+    /// (5, or to the end of the section).
+    pub fn check_places(bin: &Path, binary: &Binary, sections: &[SectionHeader]) -> usize {
+        let disasm = truth::objdump(bin);
+        let mut endbr = 0;
+        for s in &binary.sites {
+            let f = binary.function_of(s).expect("every bare site has its function");
+            let first = disasm
+                .insn(f.address)
+                .unwrap_or_else(|| panic!("no instruction at {:#x}", f.address));
+            let pad = if first.text == "endbr64" { 4 } else { 0 };
+            endbr += usize::from(pad == 4);
+            assert_eq!(s.address, f.address + pad, "{}", f.name);
+            let section = sections.iter().find(|h| h.index == s.section).unwrap();
+            let len = (section.address + section.size - s.address).min(5) as usize;
+            assert_eq!(&s.bytes[..], &disasm.bytes(s.address, len)[..], "{}", f.name);
+            assert_eq!((s.kind, s.form, s.prefix), (SiteKind::Bare, Form::Code, 0));
+        }
+        endbr
+    }
+
+    /// The FDEs readelf shows whose first row is the frame of a call, outside
+    /// the PLT: the functions a stripped file's `.eh_frame` gives.
+    pub fn called_frames(bin: &Path) -> Vec<Frame> {
+        let sections = truth::sections(bin);
+        truth::frames(bin)
+            .into_iter()
+            .filter(|f| f.called)
+            .filter(|f| {
+                let section = sections
+                    .iter()
+                    .find(|s| s.exec && s.address <= f.start && f.start < s.address + s.size);
+                section.is_some_and(|s| !s.name.starts_with(".plt"))
+            })
+            .collect()
+    }
+}
