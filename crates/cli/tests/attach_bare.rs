@@ -53,7 +53,15 @@ fn build(work: &Work) -> PathBuf {
     let src = common::program("attach/bare.c");
     cc(
         "gcc",
-        &["-O2", "-Wall", "-Werror", &src, "-o", bin.to_str().unwrap(), "-pthread"],
+        &[
+            "-O2",
+            "-Wall",
+            "-Werror",
+            &src,
+            "-o",
+            bin.to_str().unwrap(),
+            "-pthread",
+        ],
     );
     let sections = run(Command::new("readelf").arg("-SW").arg(&bin));
     let symbols = run(Command::new("readelf").arg("-sW").arg(&bin));
@@ -122,7 +130,10 @@ fn calls(dir: &Path) -> BTreeMap<String, u64> {
 /// Asserts that `calls` has every function of `ASM` and nothing else.
 fn assert_all_traced(calls: &BTreeMap<String, u64>, what: &str) {
     for f in ASM {
-        assert!(calls.get(f).is_some_and(|&n| n > 0), "{what}: {f} not recorded: {calls:?}");
+        assert!(
+            calls.get(f).is_some_and(|&n| n > 0),
+            "{what}: {f} not recorded: {calls:?}"
+        );
     }
     assert!(
         calls.keys().all(|k| ASM.contains(&k.as_str())),
