@@ -71,6 +71,22 @@ fn build(work: &Work) -> PathBuf {
     for called in ["mcount", "__fentry__"] {
         assert!(!symbols.contains(called), "a plain build that calls {called}");
     }
+    // fntrace finds them all as bare sites, at e (after endbr64).
+    let listing = common::list(&bin);
+    assert!(
+        common::sites(&listing).iter().all(|(_, s)| s.kind == "bare"),
+        "compiler sites in a plain build"
+    );
+    for name in ASM {
+        let f = listing.iter().find(|f| f.name == name);
+        let f = f.unwrap_or_else(|| panic!("{name} not listed"));
+        let e = f.address + if name == "bare_cet" { 4 } else { 0 };
+        assert!(
+            matches!(&f.sites[..], [s] if s.kind == "bare" && s.address == e),
+            "{name}: {:?}",
+            f.sites
+        );
+    }
     bin
 }
 
