@@ -105,7 +105,7 @@ pub fn libraries_of(program: &Path) -> Vec<Module> {
         .into_iter()
         .filter(|l| l.dynamic.may_have_sites)
         .filter_map(|l| {
-            let binary = discover(&l.path)?;
+            let binary = discover(&l.path, false)?;
             Some(Module::new(&l.path, l.dynamic.soname.as_deref(), binary))
         })
         .collect()
@@ -136,7 +136,7 @@ pub fn modules_of_process(pid: i32) -> Result<Vec<Module>, InjectError> {
         if !(is_exe || dynamic.may_have_sites) {
             continue;
         }
-        if let Some(binary) = discover(&path) {
+        if let Some(binary) = discover(&path, is_exe) {
             modules.push(Module::new(
                 Path::new(&mapping.path),
                 dynamic.soname.as_deref(),
@@ -152,11 +152,12 @@ fn dynamic(path: &Path) -> Option<Dynamic> {
     Dynamic::read(&std::fs::File::open(path).ok()?).ok()
 }
 
-/// The sites of the file at `path`, if it has any: compiler sites only,
-/// as the runtime takes them (bare sites are not patched yet, #19).
-fn discover(path: &Path) -> Option<Binary> {
+/// The sites of the file at `path`, if it has any; `bare`: with the
+/// functions no compiler prepared, which the runtime patches in the
+/// program itself (not yet in libraries).
+fn discover(path: &Path, bare: bool) -> Option<Binary> {
     let data = crate::output::read_input(path).ok()?;
-    fntrace_sites::discover_file_with(path, &data, &fntrace_sites::Options { bare: false })
+    fntrace_sites::discover_file_with(path, &data, &fntrace_sites::Options { bare })
         .ok()
         .filter(|b| !b.sites.is_empty())
 }

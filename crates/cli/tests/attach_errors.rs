@@ -47,8 +47,10 @@ fn attach_errors() {
     // No such process.
     common::assert_fails(&attach(99_999_999), 1, "no process with PID");
 
-    // No patchable sites: the workload built without instrumentation.
+    // No patchable sites: the workload built without instrumentation, and
+    // without the symbols and unwind data its functions are found by.
     let plain = build_workload(&work, "gcc", &[], &[]);
+    common::strip_functions(&plain);
     let mut target = Target::start(&plain, &work);
     common::assert_fails(&attach(target.pid as u32), 1, "has no patchable sites");
     assert!(!has_runtime(target.pid));

@@ -140,12 +140,18 @@ fn section_offsets_out_of_range() {
     }
 }
 
+/// A plain build lists bare sites (`list_bare.rs`); stripped, and without
+/// unwind tables, no function is left to find.
 #[test]
 fn binary_without_sites() {
     let work = Work::new("errors-nosites");
     let exe = build_program(&work, "plain", "gcc", C_PROGRAM, &["-O2"]);
+    // A plain build has its functions as bare sites; one without symbols
+    // or unwind data has nothing at all.
+    common::strip_functions(&exe);
     let out = list(&exe);
     assert_fails(&out, 1, "no patchable sites");
+    assert_fails(&out, 1, "no symbol or .eh_frame entry names a function");
     assert_fails(&out, 1, "-fpatchable-function-entry");
 }
 

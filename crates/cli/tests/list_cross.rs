@@ -545,6 +545,11 @@ fn errors() {
         t.cc(&src, &plain, &["-c", "-fno-pic"]);
         let out = fntrace_output(&["list", plain.to_str().unwrap()]);
         assert_fails(&out, 1, "no patchable sites");
+        // Linked: bare sites are x86-64 only, for now.
+        let linked = work.path(&format!("{}-plain", t.triple));
+        t.cc(&src, &linked, &[]);
+        let out = fntrace_output(&["list", linked.to_str().unwrap()]);
+        assert_fails(&out, 1, "no patchable sites");
         // Truncated inside the section headers and inside the header.
         let exe = work.path(&format!("{}-pfe", t.triple));
         t.cc(&src, &exe, &["-fpatchable-function-entry=2"]);

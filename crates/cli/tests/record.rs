@@ -68,8 +68,11 @@ fn program_without_sites() {
         "gcc",
         &["-O2", src.to_str().unwrap(), "-o", exe.to_str().unwrap()],
     );
+    // A plain build is traced through its functions' own code: only one
+    // without symbols or unwind data has nothing to patch.
+    common::strip_functions(&exe);
     let out = fntrace_output(&["record", "--", exe.to_str().unwrap()]);
-    assert_fails(&out, 1, "no patchable sites (build it with gcc -pg -mfentry");
+    assert_fails(&out, 1, "no patchable sites (");
     assert!(!work.path("fntrace.data").exists());
 }
 

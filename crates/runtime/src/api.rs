@@ -6,7 +6,6 @@
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use fntrace_arch::BreakpointPatcher;
 use fntrace_core::{Ops as CoreOps, Target};
 use fntrace_filter::{first_unmatched, Filter};
 
@@ -230,8 +229,11 @@ fn info(state: &State, m: usize, i: usize) -> Option<SiteInfo> {
     Some(SiteInfo {
         address: site.addr,
         ip: state
-            .patcher
-            .return_address(site.shape, site.addr as u64, site.cur.len()) as usize,
+            .mods
+            .get(m)
+            .and_then(Option::as_ref)
+            .and_then(|module| module.site_ip(state.patcher, i, site))
+            .unwrap_or(0),
         function: record
             .function
             .and_then(|f| core.functions.get(f as usize))

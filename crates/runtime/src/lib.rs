@@ -16,8 +16,10 @@
 
 mod api;
 mod attach;
+mod bare;
 mod capi;
 mod client;
+mod detour;
 mod dlhook;
 mod error;
 mod file;
@@ -90,12 +92,13 @@ fn setup() -> std::result::Result<(), String> {
     if std::env::var_os(settings::VERBOSE).is_some() {
         let s = &state.stats;
         eprintln!(
-            "fntrace: {} module(s), {} sites, {} converted, {} already canonical, {} punned, skipped {:?}, sync {}",
+            "fntrace: {} module(s), {} sites, {} converted, {} already canonical, {} punned, {} bare, skipped {:?}, sync {}",
             s.modules,
             s.sites,
             s.converted,
             s.canonical,
             s.punned,
+            s.bare,
             s.skipped,
             sync.as_str()
         );

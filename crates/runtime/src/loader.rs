@@ -20,16 +20,22 @@ use crate::modules::{self, Loaded};
 use crate::state::{FunctionRecord, ModState, Record, Site, State, NO_FID};
 use crate::text::{self, Poke};
 
-/// How a kind of site is switched and where it is; `None` for a bare site
-/// (a function's own first instructions), which is not patched yet (#19).
-pub fn shape_of(kind: SiteKind) -> Option<(Shape, Role)> {
-    Some(match kind {
+/// How a kind of site is switched and where it is.
+pub fn shape_of(kind: SiteKind) -> (Shape, Role) {
+    match kind {
         SiteKind::Fentry | SiteKind::Patchable | SiteKind::XrayEntry => (Shape::Inline, Role::Entry),
         SiteKind::Mcount => (Shape::Inline, Role::Mcount),
         SiteKind::XrayTail | SiteKind::Return => (Shape::Inline, Role::Exit),
         SiteKind::XrayExit => (Shape::ReturnSled, Role::Exit),
-        SiteKind::Bare => return None,
-    })
+        // Not decoded yet: its form is known once it is first selected.
+        SiteKind::Bare => (
+            Shape::Bare {
+                boundaries: 0,
+                trap: false,
+            },
+            Role::Entry,
+        ),
+    }
 }
 
 /// Whether the runtime leaves a module alone: itself, the vDSO, the
@@ -75,6 +81,7 @@ pub fn unload_gone(state: &mut State) {
     }
     if changed {
         state.publish_index();
+        state.publish_standing();
     }
 }
 
@@ -93,16 +100,17 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
         skip(state, "module file unreadable");
         return;
     };
-    // Compiler sites only: bare sites are not patched yet (#19).
-    let options = fntrace_sites::Options { bare: false };
-    let binary =
-        match fntrace_sites::discover_file_with(std::path::Path::new(&loaded.path), file.bytes(), &options) {
-            Ok(binary) => binary,
-            Err(_) => {
-                skip(state, "module not understood");
-                return;
-            }
-        };
+    // Functions no compiler prepared are taken in for the program itself
+    // (the libraries' would be traced by filter: not yet).
+    let options = fntrace_sites::Options { bare: loaded.main };
+    let path = std::path::Path::new(&loaded.path);
+    let binary = match fntrace_sites::discover_file_with(path, file.bytes(), &options) {
+        Ok(binary) => binary,
+        Err(_) => {
+            skip(state, "module not understood");
+            return;
+        }
+    };
     drop(file);
     if binary.sites.is_empty() {
         return;
@@ -204,17 +212,13 @@ fn convert(
     writer.live = live;
     // Indices in `records` of those that could not be written.
     let mut failed = Vec::new();
-    let (mut canonical, mut segment, mut kept) = (0, 0, 0);
+    let (mut canonical, mut segment, mut kept, mut bare) = (0, 0, 0, 0);
     let mut originals: Vec<(u32, Code)> = Vec::new();
     let mut records: Vec<Record> = found
         .into_iter()
         .filter_map(|found| {
-            let Some((inline, _)) = shape_of(found.kind) else {
-                skip(state, "a function no compiler prepared (not patched yet)");
-                return None;
-            };
             let shape = match (live && one_byte_nops(&found), disp) {
-                (false, _) => inline,
+                (false, _) => shape_of(found.kind).0,
                 (true, Some(disp)) => Shape::Punned { disp },
                 (true, None) => {
                     skip(
@@ -225,6 +229,12 @@ fn convert(
                 }
             };
             let (record, poke) = check(state, loaded, &found, shape, fid_base, &mut segment)?;
+            let Some(poke) = poke else {
+                // A bare site: nothing written until it is selected.
+                bare += 1;
+                kept += 1;
+                return Some(record);
+            };
             state.stats.punned += usize::from(matches!(shape, Shape::Punned { .. }));
             if poke.old == poke.new {
                 canonical += 1;
@@ -245,7 +255,8 @@ fn convert(
     records.shrink_to_fit();
     originals.shrink_to_fit();
     state.stats.canonical += canonical;
-    state.stats.converted += records.len().saturating_sub(canonical);
+    state.stats.bare += bare;
+    state.stats.converted += records.len().saturating_sub(canonical + bare);
     (records, originals)
 }
 
@@ -269,7 +280,8 @@ fn renumber(originals: &mut Vec<(u32, Code)>, failed: &[usize]) {
 }
 
 /// A discovered site checked against memory: its record (the site already
-/// canonical) and the poke that makes it so; `None`, with the
+/// canonical) and the poke that makes it so (none for a bare site, which
+/// stays as it is until selected); `None`, with the
 /// reason counted, for a site left alone. `segment`: where the site before
 /// was in `loaded.exec` (sites come in address order).
 fn check(
@@ -279,17 +291,22 @@ fn check(
     shape: Shape,
     fid_base: u32,
     segment: &mut usize,
-) -> Option<(Record, Poke)> {
-    let (_, role) = shape_of(site.kind)?;
+) -> Option<(Record, Option<Poke>)> {
+    let role = shape_of(site.kind).1;
     let prefix = site.prefix as usize;
     let addr = loaded.bias.wrapping_add(site.address as usize + prefix);
     let bytes = &site.bytes[prefix.min(site.bytes.len())..];
     let len = bytes.len();
-    let Ok(nop) = state.patcher.make_nop(shape, len) else {
-        skip(state, "no patchable form of this length");
-        return None;
+    let bare = site.kind == SiteKind::Bare;
+    let nop = match state.patcher.make_nop(shape, len) {
+        Ok(nop) => nop,
+        Err(_) if bare => Code::EMPTY,
+        Err(_) => {
+            skip(state, "no patchable form of this length");
+            return None;
+        }
     };
-    if !state.patcher.call_fits(shape, len) {
+    if !bare && !state.patcher.call_fits(shape, len) {
         skip(state, "too short for a call after the entry");
         return None;
     }
@@ -308,22 +325,27 @@ fn check(
         skip(state, "code in memory differs from the file");
         return None;
     }
-    let poke = Poke {
-        addr,
-        old: now,
-        new: nop,
-        resume: state.patcher.resume(shape, addr as u64, len, None),
-    };
     let function = site.function.map(|f| f as u32);
     let data = Site {
         addr,
         shape,
         kind: site.kind,
-        cur: nop,
+        cur: if bare { now } else { nop },
         fid: function.map_or(NO_FID, |f| fid_base + f),
         slot: 0,
     };
-    Some((Record::with(function, role, data), poke))
+    let record = Record::with(function, role, data);
+    if bare {
+        return Some((record, None));
+    }
+    let poke = Poke {
+        addr,
+        old: now,
+        new: nop,
+        resume: state.patcher.resume(shape, addr as u64, len, None),
+        starts: 0,
+    };
+    Some((record, Some(poke)))
 }
 
 /// Removes the items at the indices `failed` (ascending).

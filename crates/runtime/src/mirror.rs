@@ -34,6 +34,12 @@ std::arch::global_asm!(
     "ret",
 );
 
+/// The address of a `ret`: where a call through a word that has no target
+/// yet goes, back to its caller as if nothing had been called.
+pub fn ret_stub() -> usize {
+    fntrace_mirror_ret as *const () as usize
+}
+
 /// A module's mirror.
 #[derive(Debug)]
 pub struct Mirror {
@@ -92,7 +98,7 @@ impl Mirror {
     /// executable and the words read-write (never both writable and
     /// executable).
     fn fill(&self, lo: usize, hi: usize) -> io::Result<()> {
-        let ret = fntrace_mirror_ret as *const () as usize;
+        let ret = ret_stub();
         for (i, &r) in self.rets.iter().enumerate() {
             let slot = self.slot_of(r);
             let word = self.words + 8 * i;

@@ -12,6 +12,8 @@ pub struct Loaded {
     pub bias: usize,
     /// Executable segments: (start, end, `PROT_*`), runtime addresses.
     pub exec: Vec<(usize, usize, i32)>,
+    /// The program itself (not a library).
+    pub main: bool,
 }
 
 impl Loaded {
@@ -82,11 +84,17 @@ unsafe extern "C" fn collect(
     if exec.is_empty() {
         return 0;
     }
-    let path = if name.is_empty() && out.is_empty() {
+    let main = name.is_empty() && out.is_empty();
+    let path = if main {
         std::fs::read_link("/proc/self/exe").map_or(name, |p| p.to_string_lossy().into_owned())
     } else {
         name
     };
-    out.push(Loaded { path, bias, exec });
+    out.push(Loaded {
+        path,
+        bias,
+        exec,
+        main,
+    });
     0
 }

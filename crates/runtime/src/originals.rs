@@ -59,6 +59,7 @@ impl State {
                     old,
                     new,
                     resume: patcher.resume(site.shape, site.addr as u64, site.cur.len(), None),
+                    starts: 0,
                 };
                 match batch.add(i, &poke) {
                     Ok(()) => taken.push((i, new)),

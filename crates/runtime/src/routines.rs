@@ -75,6 +75,27 @@ global_asm!(
     .endr
     .endm
 
+    // FNTRACE_VECS for all sixteen vector registers (bare sites: see
+    // FNTRACE_BARE_ENTRY).
+    .macro FNTRACE_VECS16 dir, base, avx
+    FNTRACE_VECS \dir, \base, \avx
+    .irp i, 8, 9, 10, 11, 12, 13, 14, 15
+    .if \avx
+    .if \dir
+    vmovdqu ymm\i, [rsp + \base + \i * 32]
+    .else
+    vmovdqu [rsp + \base + \i * 32], ymm\i
+    .endif
+    .else
+    .if \dir
+    movdqu xmm\i, [rsp + \base + \i * 16]
+    .else
+    movdqu [rsp + \base + \i * 16], xmm\i
+    .endif
+    .endif
+    .endr
+    .endm
+
     // Saves the vector argument registers at rsp + base: xmm, or, where the
     // CPU has AVX, whole ymm registers only when their upper halves are in
     // use (XGETBV 1, XINUSE bit 2, where the CPU has it; else always):
@@ -84,7 +105,7 @@ global_asm!(
     // zeroes them again, `vzeroupper`). The choice is kept at rsp + flag
     // (bit 2: ymm). Clobbers rax, rcx, rdx. The return trampoline
     // (`tracer/asm.rs`) decides the same way from the same two flags.
-    .macro FNTRACE_SAVE_VECS base, flag
+    .macro FNTRACE_SAVE_VECS base, flag, vecs=FNTRACE_VECS
     mov dword ptr [rsp + \flag], 0
     cmp byte ptr [rip + {avx}], 0
     je 72f
@@ -97,21 +118,21 @@ global_asm!(
 71:
     test byte ptr [rsp + \flag], 4
     jz 72f
-    FNTRACE_VECS 0, \base, 1
+    \vecs 0, \base, 1
     jmp 73f
 72:
-    FNTRACE_VECS 0, \base, 0
+    \vecs 0, \base, 0
 73:
     .endm
 
     // Loads what FNTRACE_SAVE_VECS saved.
-    .macro FNTRACE_LOAD_VECS base, flag
+    .macro FNTRACE_LOAD_VECS base, flag, vecs=FNTRACE_VECS
     test byte ptr [rsp + \flag], 4
     jz 74f
-    FNTRACE_VECS 1, \base, 1
+    \vecs 1, \base, 1
     jmp 75f
 74:
-    FNTRACE_VECS 1, \base, 0
+    \vecs 1, \base, 0
 75:
     .endm
 
@@ -233,6 +254,80 @@ global_asm!(
     .size \name, . - \name
     .endm
 
+    // The routine of bare sites (functions no compiler prepared, `bare.rs`):
+    // their callers may keep values in any register across the call (gcc's
+    // -fipa-ra assumes a callee clobbers only what it uses), so every
+    // register is kept — all general ones, r11 included, and all sixteen
+    // vector registers — and the whole frame is built. No slot: the
+    // detour's `call *W(%rip)` comes here directly, and the ops is the
+    // word after W, found from the call's own displacement, so r11 is
+    // never touched before it is saved.
+    .text
+    .p2align 4
+    .globl fntrace_bare_entry
+    .hidden fntrace_bare_entry
+    .type fntrace_bare_entry, @function
+fntrace_bare_entry:
+    push rbp
+    mov rbp, rsp
+    sub rsp, 688
+    and rsp, -16
+    mov [rsp + 0], r15
+    mov [rsp + 8], r14
+    mov [rsp + 16], r13
+    mov [rsp + 24], r12
+    mov [rsp + 80], rax
+    mov rax, [rbp]
+    mov [rsp + 32], rax
+    mov [rsp + 40], rbx
+    mov [rsp + 48], r11
+    mov [rsp + 56], r10
+    mov [rsp + 64], r9
+    mov [rsp + 72], r8
+    mov [rsp + 88], rcx
+    mov [rsp + 96], rdx
+    mov [rsp + 104], rsi
+    mov [rsp + 112], rdi
+    mov rax, [rbp + 8]
+    mov [rsp + 120], rax
+    pushfq
+    pop rax
+    mov [rsp + 128], rax
+    lea rax, [rbp + 16]
+    mov [rsp + 136], rax
+    FNTRACE_SAVE_VECS 144, 656, FNTRACE_VECS16
+    // W: the detour's call ends at the return address, its disp32 last.
+    mov rax, [rbp + 8]
+    movsxd rdx, dword ptr [rax - 4]
+    add rax, rdx
+    mov rdx, [rax + 8]
+    mov rdi, [rbp + 8]
+    FNTRACE_PARENT 0
+    mov rcx, rsp
+    call [rdx + 8]
+    FNTRACE_LOAD_VECS 144, 656, FNTRACE_VECS16
+    mov rax, [rsp + 120]
+    mov [rbp + 8], rax
+    mov rax, [rsp + 32]
+    mov [rbp], rax
+    mov r15, [rsp + 0]
+    mov r14, [rsp + 8]
+    mov r13, [rsp + 16]
+    mov r12, [rsp + 24]
+    mov rbx, [rsp + 40]
+    mov r11, [rsp + 48]
+    mov r10, [rsp + 56]
+    mov r9, [rsp + 64]
+    mov r8, [rsp + 72]
+    mov rax, [rsp + 80]
+    mov rcx, [rsp + 88]
+    mov rdx, [rsp + 96]
+    mov rsi, [rsp + 104]
+    mov rdi, [rsp + 112]
+    leave
+    ret
+    .size fntrace_bare_entry, . - fntrace_bare_entry
+
     FNTRACE_ROUTINE fntrace_entry, 0, 8
     FNTRACE_ROUTINE fntrace_mcount, 1, 8
     FNTRACE_ROUTINE fntrace_exit, 0, 16
@@ -262,12 +357,19 @@ pub fn setup() {
 }
 
 extern "C" {
+    fn fntrace_bare_entry();
     fn fntrace_entry();
     fn fntrace_mcount();
     fn fntrace_exit();
     fn fntrace_entry_regs();
     fn fntrace_mcount_regs();
     fn fntrace_exit_regs();
+}
+
+/// The routine bare sites' detours call (through their word, without a
+/// slot): every register kept, the whole frame built.
+pub fn bare_routine() -> usize {
+    fntrace_bare_entry as *const () as usize
 }
 
 /// Which routine a slot jumps to.

@@ -4,11 +4,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 
-use fntrace_arch::{BreakpointPatcher, Code, NativePatcher, Shape, SlotLayout};
+use fntrace_arch::{BreakpointPatcher, Code, NativePatcher, Resume, Shape, SlotLayout};
 use fntrace_core::{Change, Core, OpsId, SiteRecord, Target, MAX_OPS};
 use fntrace_filter::Filter;
 use fntrace_sites::SiteKind;
 
+use crate::bare::{BareSites, Extent, Rec};
 use crate::error::{Error, Result};
 use crate::index::{self, SiteWords};
 use crate::mirror::Mirror;
@@ -77,6 +78,8 @@ pub struct ModState {
     slots: Vec<(SlotKey, usize)>,
     /// The mirror of its punned sites (`mirror.rs`), if any.
     mirror: Option<Mirror>,
+    /// Its bare sites that were ever selected, with their detours.
+    pub bare: BareSites,
 }
 
 /// What a shared slot is for: the ops (its address) and the routine.
@@ -100,12 +103,20 @@ impl ModState {
             pools: Vec::new(),
             slots: Vec::new(),
             mirror,
+            bare: BareSites::default(),
         }
     }
 
-    /// Where the call of `site` goes for trampoline `slot`: the slot, or
-    /// for a punned site its mirror slot, which is made to jump on to it.
-    fn call_target(&self, site: &Site, slot: usize) -> Result<usize, String> {
+    /// Where the call of `site` (index `i`) goes for trampoline `slot`:
+    /// the slot; for a punned site its mirror slot, which is made to jump
+    /// on to it; for a bare site (whose `slot` is the ops: no slot) its
+    /// detour, whose words are set to the bare routine and the ops.
+    fn call_target(&self, i: usize, site: &Site, slot: usize) -> Result<usize, String> {
+        if let Shape::Bare { .. } = site.shape {
+            let ready = self.ready(i, site)?;
+            ready.set_target(crate::routines::bare_routine(), slot);
+            return Ok(ready.landing);
+        }
         let Shape::Punned { .. } = site.shape else {
             return Ok(slot);
         };
@@ -113,6 +124,25 @@ impl ModState {
         match &self.mirror {
             Some(m) if m.set(ret, slot) => Ok(m.slot_of(ret)),
             _ => Err(format!("site {:#x}: no mirror slot", site.addr)),
+        }
+    }
+}
+
+impl ModState {
+    /// The detour of bare site `i`, or why it has none.
+    fn ready(&self, i: usize, site: &Site) -> Result<&crate::bare::Ready, String> {
+        match self.bare.get(i) {
+            Some(Rec::Ready(ready)) => Ok(ready),
+            Some(Rec::Refused(why)) => Err(format!("site {:#x}: {why}", site.addr)),
+            None => Err(format!("site {:#x}: not decoded", site.addr)),
+        }
+    }
+
+    /// The `ip` callbacks of site `i` get, if it has one yet.
+    pub fn site_ip(&self, patcher: &NativePatcher, i: usize, site: &Site) -> Option<usize> {
+        match site.shape {
+            Shape::Bare { .. } => self.ready(i, site).ok().map(|r| r.call_return),
+            shape => Some(patcher.return_address(shape, site.addr as u64, site.cur.len()) as usize),
         }
     }
 }
@@ -164,6 +194,14 @@ pub struct Stats {
     pub batch: BatchStats,
     /// Site patches refused.
     pub refused: usize,
+    /// Bare sites (functions no compiler prepared) taken in.
+    pub bare: usize,
+    /// Bare sites given a detour reached by a jump.
+    pub bare_jump: usize,
+    /// Bare sites given a detour reached by a trap (`int3` per call).
+    pub bare_trap: usize,
+    /// Bare sites selected but not patchable, by reason.
+    pub bare_refused: BTreeMap<String, usize>,
 }
 
 /// A user's ops, as registered or not.
@@ -231,10 +269,11 @@ impl State {
                 continue;
             };
             for (i, record) in records.sites.iter().enumerate() {
-                let site = &record.data;
-                let len = site.cur.len();
+                let Some(ip) = module.site_ip(self.patcher, i, &record.data) else {
+                    continue;
+                };
                 entries.push(index::Entry {
-                    ip: self.patcher.return_address(site.shape, site.addr as u64, len) as usize,
+                    ip,
                     module: m as u32,
                     site: i as u32,
                     words: module.words,
@@ -290,6 +329,12 @@ impl State {
         let Some(m) = changes.first().map(|c| c.module) else {
             return;
         };
+        if self.prepare_bare(m, changes) > 0 {
+            // The new detours' `ip`s and their boundaries' entries must be
+            // known before any thread can reach them.
+            self.publish_index();
+            self.publish_standing();
+        }
         let Some(module) = self.mods[m].as_mut() else {
             return;
         };
@@ -313,8 +358,15 @@ impl State {
             let Some((role, site)) = self.core.site_mut(m, change.site) else {
                 continue;
             };
+            let bare = matches!(site.shape, Shape::Bare { .. });
             let target = match change.to {
                 Target::Nop => Ok(None),
+                // A bare site calls its routine without a slot: its target
+                // is the ops itself (`call_target`).
+                Target::Ops(id) if bare => self.by_id[id as usize]
+                    .map(|ops| Some(ops as *const RawOps as usize))
+                    .ok_or_else(|| format!("ops {id} has no callbacks")),
+                Target::List { .. } if bare => Ok(Some(&LIST_OPS as *const RawOps as usize)),
                 Target::Ops(id) => match self.by_id[id as usize] {
                     Some(ops) => {
                         let wanted = SlotSite {
@@ -348,20 +400,38 @@ impl State {
             };
             let len = site.cur.len();
             let addr = site.addr as u64;
-            let target = target.and_then(|t| t.map(|slot| module.call_target(site, slot)).transpose());
+            let target = target.and_then(|t| {
+                t.map(|slot| module.call_target(change.site, site, slot))
+                    .transpose()
+            });
             let added = target.and_then(|t| {
-                let new = match t {
-                    None => patcher.make_nop(site.shape, len),
-                    Some(t) => patcher.make_call(site.shape, addr, len, t as u64),
-                }
-                .map_err(|e| format!("site {:#x}: {e}", site.addr))?;
-                let poke = Poke {
-                    addr: site.addr,
-                    old: site.cur,
-                    new,
-                    resume: patcher.resume(site.shape, addr, len, t.map(|t| t as u64)),
+                let poke = match site.shape {
+                    Shape::Bare { boundaries, trap } => {
+                        let ready = module.ready(change.site, site)?;
+                        Poke {
+                            addr: site.addr,
+                            old: site.cur,
+                            new: patcher
+                                .make_bare(site.shape, addr, &ready.original, t.map(|t| t as u64))
+                                .map_err(|e| format!("site {:#x}: {e}", site.addr))?,
+                            // On: into the detour; off: its copy, untraced.
+                            resume: Resume::At(t.map_or(ready.call_return, |_| ready.landing) as u64),
+                            starts: if trap { 0 } else { boundaries },
+                        }
+                    }
+                    shape => Poke {
+                        addr: site.addr,
+                        old: site.cur,
+                        new: match t {
+                            None => patcher.make_nop(shape, len),
+                            Some(t) => patcher.make_call(shape, addr, len, t as u64),
+                        }
+                        .map_err(|e| format!("site {:#x}: {e}", site.addr))?,
+                        resume: patcher.resume(shape, addr, len, t.map(|t| t as u64)),
+                        starts: 0,
+                    },
                 };
-                batch.add(c, &poke).map(|()| new)
+                batch.add(c, &poke).map(|()| poke.new)
             });
             match added {
                 Ok(new) => {
@@ -406,7 +476,93 @@ impl State {
             self.core.commit(change, false);
             let published = self.core.module(m).map_or(0, |r| r.sites[change.site].published);
             module.words.wanted[change.site].store(published, Ordering::Release);
+            // A bare site that cannot be patched is not an error: its
+            // function is listed with the reason (`list --sites`), and
+            // counted where the user looks.
+            if let Some(Rec::Refused(reason)) = module.bare.get(change.site) {
+                *self.stats.bare_refused.entry(reason.clone()).or_default() += 1;
+                continue;
+            }
             refused.push(why);
         }
     }
+}
+
+impl State {
+    /// Gives the bare sites that `changes` (of module `m`) turn on for the
+    /// first time their detours; returns how many were made.
+    fn prepare_bare(&mut self, m: usize, changes: &[Change]) -> usize {
+        let Some(module) = self.mods[m].as_mut() else {
+            return 0;
+        };
+        for change in changes {
+            if change.to == Target::Nop || change.from != Target::Nop {
+                continue;
+            }
+            let Some((_, site)) = self.core.site_mut(m, change.site) else {
+                continue;
+            };
+            if !matches!(site.shape, Shape::Bare { .. }) || module.bare.get(change.site).is_some() {
+                continue;
+            }
+            let Some(extent) = extent(&self.functions, site.fid, &module.loaded) else {
+                continue;
+            };
+            match module
+                .bare
+                .prepare(&module.loaded, change.site, site.addr, site.cur, extent)
+            {
+                Rec::Ready(ready) => {
+                    site.shape = ready.shape;
+                    match ready.shape {
+                        Shape::Bare { trap: true, .. } => self.stats.bare_trap += 1,
+                        _ => self.stats.bare_jump += 1,
+                    }
+                }
+                Rec::Refused(_) => {}
+            }
+        }
+        module.bare.close();
+        module.bare.take_new()
+    }
+
+    /// Republishes the standing trap table: the interior boundaries of
+    /// every bare site with a jump, the first byte of every trap site.
+    pub fn publish_standing(&self) {
+        let mut entries = Vec::new();
+        for module in self.mods.iter().flatten() {
+            for (_, ready) in module.bare.ready() {
+                match ready.shape {
+                    // The trap is the site: it sends every call into the
+                    // detour.
+                    Shape::Bare { trap: true, .. } => {
+                        entries.push((ready.entry, Resume::At(ready.landing as u64)))
+                    }
+                    _ => entries.extend(ready.interior.iter().map(|&(b, c)| (b, Resume::At(c as u64)))),
+                }
+            }
+        }
+        entries.sort_unstable_by_key(|e| e.0);
+        crate::trap::publish_standing(crate::trap::Table { entries });
+    }
+}
+
+/// Where the function `fid` is, and how far its bytes may be read.
+fn extent(functions: &[FunctionRecord], fid: u32, loaded: &crate::modules::Loaded) -> Option<Extent> {
+    let f = functions.get(fid as usize)?;
+    let address = f.address as usize;
+    let segment_end = loaded
+        .exec
+        .iter()
+        .find(|&&(s, e, _)| address >= s && address < e)?
+        .1;
+    let next = functions
+        .get(fid as usize + 1)
+        .filter(|n| std::sync::Arc::ptr_eq(&n.module, &f.module) && n.address as usize > address)
+        .map_or(segment_end, |n| n.address as usize);
+    let size = f.size as usize;
+    // A little of what follows, for the padding a short function's jump
+    // may run into; never past the next function.
+    let limit = next.min(segment_end).min(address + size + 64);
+    Some(Extent { address, size, limit })
 }

@@ -84,6 +84,7 @@ fn state_with_page() -> (State, usize) {
         path: "/nowhere/libtest.so".into(),
         bias: base,
         exec: vec![(base, base + 4096, libc::PROT_READ | libc::PROT_EXEC)],
+        main: false,
     };
     let module = ModState::new(loaded, &records, 0, Vec::new(), None);
     let names = (0..SITES).map(|i| format!("f{i}")).collect();

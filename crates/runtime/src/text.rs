@@ -31,6 +31,10 @@ pub struct Poke {
     pub new: Code,
     /// What a thread that traps on the site mid-patch does.
     pub resume: Resume,
+    /// Where else than its first byte an instruction starts, old or new
+    /// (bit `i` for byte `i`): a bare site's own instructions under its
+    /// jump (`BreakpointPatcher::phase_masked`); 0 for every other site.
+    pub starts: u8,
 }
 
 /// A code range (an executable segment) and its protection outside batches.
@@ -103,6 +107,17 @@ pub unsafe fn read(addr: usize, len: usize) -> Code {
     // SAFETY: the caller guarantees the range is readable.
     unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, bytes.as_mut_ptr(), len) };
     Code::new(&bytes[..len]).expect("at most 15 bytes")
+}
+
+/// Reads `len` bytes of code at `addr` (a function, to decode it).
+///
+/// # Safety
+/// `addr..addr + len` must be mapped and readable.
+pub unsafe fn read_bytes(addr: usize, len: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; len];
+    // SAFETY: the caller guarantees the range is readable.
+    unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, bytes.as_mut_ptr(), len) };
+    bytes
 }
 
 /// Whether the bytes at `addr` are `code`, compared in place.

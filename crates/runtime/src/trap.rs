@@ -17,6 +17,11 @@ pub struct Table {
 }
 
 static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
+/// The standing table: where a thread that traps at an original
+/// instruction boundary inside a bare site's jump continues (in its
+/// detour's copy), and where a trap site's `int3` sends it — whatever
+/// batch runs or not (`bare.rs`).
+static STANDING: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
 /// Handlers running now: a table is freed only when none is.
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 /// Threads steered past a site mid-patch, since start.
@@ -76,6 +81,14 @@ pub fn withdraw() -> Option<Table> {
     take_back(TABLE.swap(std::ptr::null_mut(), Ordering::SeqCst))
 }
 
+/// Replaces the standing table (published before the batch that writes the
+/// first `int3` it is for; withdrawn entries are for modules gone) and
+/// frees the old one once no handler can be reading it.
+pub fn publish_standing(table: Table) {
+    let new = Box::into_raw(Box::new(table));
+    drop(take_back(STANDING.swap(new, Ordering::SeqCst)));
+}
+
 fn take_back(old: *mut Table) -> Option<Table> {
     // Wait even when there was no table: a handler that loaded "no table"
     // before the swap must be done before the new batch writes its first
@@ -107,17 +120,9 @@ extern "C" fn handler(sig: i32, info: *mut libc::siginfo_t, context: *mut libc::
 /// Steers the thread if the trap at `addr` is (or was) one of ours.
 fn steer(uc: &mut libc::ucontext_t, addr: usize) -> bool {
     ACTIVE.fetch_add(1, Ordering::SeqCst);
-    let table = TABLE.load(Ordering::SeqCst);
-    let resume = if table.is_null() {
-        None
-    } else {
-        // SAFETY: a published table stays valid while ACTIVE counts us.
-        let entries = unsafe { &(*table).entries };
-        entries
-            .binary_search_by_key(&addr, |e| e.0)
-            .ok()
-            .map(|i| entries[i].1)
-    };
+    // The batch's table first: a site it switches is steered to its new
+    // form; then the standing entries.
+    let resume = find(&TABLE, addr).or_else(|| find(&STANDING, addr));
     // SAFETY: the thread just executed an `int3` at `addr`: it is mapped,
     // readable code.
     let byte = unsafe { std::ptr::read_volatile(addr as *const u8) };
@@ -152,6 +157,21 @@ fn steer(uc: &mut libc::ucontext_t, addr: usize) -> bool {
         }
     }
     true
+}
+
+/// The entry for `addr` in `table`, if any. The caller counts itself in
+/// `ACTIVE`.
+fn find(table: &AtomicPtr<Table>, addr: usize) -> Option<Resume> {
+    let table = table.load(Ordering::SeqCst);
+    if table.is_null() {
+        return None;
+    }
+    // SAFETY: a published table stays valid while ACTIVE counts us.
+    let entries = unsafe { &(*table).entries };
+    entries
+        .binary_search_by_key(&addr, |e| e.0)
+        .ok()
+        .map(|i| entries[i].1)
 }
 
 /// Hands a trap that is not ours to the disposition that was there before.

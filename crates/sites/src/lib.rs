@@ -22,6 +22,7 @@
 mod bare;
 mod bytes;
 mod classify;
+mod code;
 pub mod debugfile;
 mod dynamic;
 mod dynrel;
@@ -42,6 +43,7 @@ mod tables;
 mod unwind;
 
 pub use bytes::SiteBytes;
+pub use code::Code;
 pub use dynamic::Dynamic;
 pub use error::{Error, Result};
 pub use fntrace_arch::hex;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use fntrace_sites::recordmcount::{Mcount, Outcome};
-use fntrace_sites::{Binary, Source};
+use fntrace_sites::{Binary, Options, Source};
 
 fn compile(out: &Path, compiler: &str, args: &[&str]) {
     let status = Command::new(compiler)
@@ -78,6 +78,8 @@ fn samples(test: &str) -> Vec<PathBuf> {
             "clang-16",
             &["-O2", "-fxray-instrument", "-fxray-instruction-threshold=1"],
         ),
+        // No compiler sites: bare sites, from .symtab and .eh_frame.
+        ("plain-pie", "gcc", &["-O2", "-fcf-protection"]),
     ];
     builds
         .iter()
@@ -91,10 +93,22 @@ fn samples(test: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Both entry points on one input. Any result is fine, but an object that
+/// The entry points on one input (`path` names it). Any result is fine, as
+/// long as what discovery returns holds together; but an object that
 /// recordmcount rewrites must read back with every site it recorded, and
 /// with the `__patchable_function_entries` sites it had.
-fn exercise(data: &[u8]) {
+fn exercise(path: &Path, data: &[u8]) {
+    if let Ok(binary) = fntrace_sites::discover_file_with(path, data, &Options { bare: true }) {
+        let functions = binary.functions.len();
+        assert!(binary
+            .sites
+            .iter()
+            .all(|s| !matches!(s.function, Some(f) if f >= functions)));
+        assert!(binary.unpatchable.iter().all(|u| u.function < functions));
+        for pair in binary.sites.windows(2) {
+            assert!((pair[0].section, pair[0].address) <= (pair[1].section, pair[1].address));
+        }
+    }
     let before = fntrace_sites::discover(data);
     if let Ok(Outcome {
         output: Some(output),
@@ -149,7 +163,7 @@ impl Rng {
 fn the_samples_are_read() {
     for path in samples("read") {
         let data = std::fs::read(&path).unwrap();
-        let binary = fntrace_sites::discover(&data).unwrap();
+        let binary = fntrace_sites::discover_file(&path, &data).unwrap();
         assert!(binary.sites.len() >= 3, "{}", path.display());
         assert!(
             binary.rejected.is_empty(),
@@ -168,7 +182,7 @@ fn every_truncation() {
         // headers and a stride through the rest.
         let step = if data.len() > 8192 { 61 } else { 1 };
         for len in (0..data.len()).filter(|&l| l < 4096 || l % step == 0) {
-            exercise(&data[..len]);
+            exercise(&path, &data[..len]);
         }
     }
 }
@@ -195,7 +209,7 @@ fn corrupted_headers_and_tables() {
                     _ => rng.next() as u8,
                 };
             }
-            exercise(&data);
+            exercise(&path, &data);
         }
     }
 }
@@ -206,7 +220,8 @@ fn fuzz_regressions() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions");
     let mut count = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
-        exercise(&std::fs::read(entry.unwrap().path()).unwrap());
+        let path = entry.unwrap().path();
+        exercise(&path, &std::fs::read(&path).unwrap());
         count += 1;
     }
     assert!(count > 0);

@@ -242,8 +242,9 @@ fn check_sites(pid: i32, name: &str, options: &Options) -> anyhow::Result<()> {
     })?;
     if modules.is_empty() {
         anyhow::bail!(
-            "process {pid} ({name}) has no patchable sites (build it with gcc -pg -mfentry, \
-             -fpatchable-function-entry=5 or clang -fxray-instrument; see 'fntrace list --help')"
+            "process {pid} ({name}) has no patchable sites (no function symbols or unwind data; \
+             or build it with gcc -pg -mfentry, -fpatchable-function-entry=5 or clang -fxray-instrument; \
+             see 'fntrace list --help')"
         );
     }
     if let Some((option, pattern)) = unmatched::first(options, &modules) {

@@ -1,6 +1,8 @@
 //! `fntrace list BINARY [PATTERN...] [--json] [--sites]`: the patchable
 //! functions of a binary, like ftrace's `available_filter_functions`.
 
+mod bare;
+
 use std::collections::BTreeMap;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -8,10 +10,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use fntrace_filter::{demangle, Filter, Names};
-use fntrace_sites::{hex, Binary, FileKind, Function, Site, SiteKind};
+use fntrace_sites::{hex, Binary, Code, FileKind, Function, Site, SiteKind, Unpatchable};
 use serde::Serialize;
 
 use crate::output::{self, file_name, read_input};
+use bare::Verdict;
 
 const AFTER_HELP: &str = "\
 Sites come from the tables compilers write, or from the calls to the
@@ -27,6 +30,14 @@ profiling hooks when there is no table. Compiler flags that make them:
         (with RUSTC_BOOTSTRAP=1 on a stable toolchain)
   MIPS, AArch64: gcc -pg [-mlong-calls] | -fpatchable-function-entry=N
         (gcc 12 puts the MIPS NOPs before the entry, where they never run)
+
+An x86-64 executable or library with none of these has a 'bare' site in
+every function: its own first instructions (after endbr64), which a patch
+moves elsewhere. Its functions come from .symtab, the debug file, .dynsym
+and, for code no symbol names, .eh_frame. --sites (and --json) show how
+each would be patched (jump, trap) with its interior instruction
+boundaries, or 'refused: REASON', and the functions left alone on purpose
+(IFUNC resolvers, setjmp, vfork, .cold parts...) with their reason.
 
 Patterns use ftrace's filter syntax: 'name', 'glob*', '*glob*', '!pattern'
 removes, 'PATTERN:mod:MODULE' selects within a module.
@@ -59,11 +70,13 @@ pub struct Args {
 /// How many rejected entries are shown one by one.
 const SHOWN_REJECTED: usize = 10;
 
-/// A function with the sites selected in it.
+/// A function with the sites selected in it, or a function discovery
+/// left without a bare site (`unpatchable`, no sites).
 struct Entry<'a> {
     function: Option<&'a Function>,
     name: String,
     sites: Vec<&'a Site>,
+    unpatchable: Option<&'a Unpatchable>,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
@@ -75,18 +88,28 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     report_rejected(&binary, &args.binary.display().to_string());
     report_before_entry(&binary, &args.binary.display().to_string());
     if binary.sites.is_empty() {
+        // Bare sites were looked for: in an x86-64 executable or library.
+        let bare = binary.arch == "x86_64" && binary.kind != FileKind::Relocatable;
         anyhow::bail!(
-            "{path}: no patchable sites{} (build it with -pg -mfentry, \
+            "{path}: no patchable sites{}{} (build it with -pg -mfentry, \
              -fpatchable-function-entry=5 or clang -fxray-instrument; see 'fntrace list --help')",
             match binary.rejected.len() {
                 0 => String::new(),
                 n => format!(", {n} rejected table entries"),
+            },
+            match (bare, binary.unpatchable.len()) {
+                (false, _) => String::new(),
+                (true, 0) =>
+                    ": no compiler sites, and no symbol or .eh_frame entry names a function".to_string(),
+                (true, n) =>
+                    format!(": no compiler sites, and none of its {n} functions can be patched as it is"),
             }
         );
     }
 
     let module = file_name(&args.binary);
-    let entries = select(&binary, &filter, &module, !args.no_demangle);
+    let details = args.sites || args.json;
+    let entries = select(&binary, &filter, &module, !args.no_demangle, details);
     if entries.is_empty() {
         anyhow::bail!(
             "no patchable function in {path} matches {}",
@@ -95,10 +118,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
 
     let mut out = BufWriter::new(io::stdout().lock());
+    // Bare sites are decoded only for the details, and only those shown.
+    let code = Code::new(&data).with_context(|| format!("{path}"))?;
+    let verdict = |site: &Site| bare::verdict(&code, &binary, site);
     if args.json {
-        write_json(&mut out, &binary, &entries)?;
+        write_json(&mut out, &binary, &entries, &verdict)?;
     } else if args.sites {
-        write_sites(&mut out, &binary, &entries)?;
+        write_sites(&mut out, &binary, &entries, &verdict)?;
     } else {
         write_functions(&mut out, &binary, &entries)?;
     }
@@ -133,8 +159,15 @@ fn report_before_entry(binary: &Binary, path: &str) {
     }
 }
 
-/// Groups the sites by function, in address order, and applies the filter.
-fn select<'a>(binary: &'a Binary, filter: &Filter, module: &str, demangled: bool) -> Vec<Entry<'a>> {
+/// Groups the sites by function, in address order, with the functions
+/// left without a bare site if `unpatchable`, and applies the filter.
+fn select<'a>(
+    binary: &'a Binary,
+    filter: &Filter,
+    module: &str,
+    demangled: bool,
+    unpatchable: bool,
+) -> Vec<Entry<'a>> {
     let mut groups: BTreeMap<(usize, u64), Entry<'a>> = BTreeMap::new();
     for site in &binary.sites {
         let function = binary.function_of(site);
@@ -145,9 +178,21 @@ fn select<'a>(binary: &'a Binary, filter: &Filter, module: &str, demangled: bool
                 function,
                 name: String::new(),
                 sites: Vec::new(),
+                unpatchable: None,
             })
             .sites
             .push(site);
+    }
+    for u in binary.unpatchable.iter().filter(|_| unpatchable) {
+        let Some(f) = binary.functions.get(u.function) else {
+            continue;
+        };
+        groups.entry((f.section, f.address)).or_insert(Entry {
+            function: Some(f),
+            name: String::new(),
+            sites: Vec::new(),
+            unpatchable: Some(u),
+        });
     }
     groups
         .into_values()
@@ -193,6 +238,9 @@ fn address(binary: &Binary, section: usize, address: u64) -> String {
 }
 
 fn kinds(entry: &Entry<'_>) -> String {
+    if entry.unpatchable.is_some() {
+        return SiteKind::Bare.as_str().to_string();
+    }
     let mut kinds: Vec<(SiteKind, bool)> = entry.sites.iter().map(|s| (s.kind, s.before_entry())).collect();
     kinds.sort();
     kinds.dedup();
@@ -207,11 +255,10 @@ fn kinds(entry: &Entry<'_>) -> String {
 }
 
 fn start(entry: &Entry<'_>) -> (usize, u64) {
-    entry
-        .function
-        .map_or((entry.sites[0].section, entry.sites[0].address), |f| {
-            (f.section, f.address)
-        })
+    entry.function.map_or_else(
+        || (entry.sites[0].section, entry.sites[0].address),
+        |f| (f.section, f.address),
+    )
 }
 
 fn write_functions(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> io::Result<()> {
@@ -228,9 +275,28 @@ fn write_functions(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>])
     Ok(())
 }
 
-fn write_sites(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> io::Result<()> {
+fn write_sites(
+    out: &mut impl Write,
+    binary: &Binary,
+    entries: &[Entry<'_>],
+    verdict: &dyn Fn(&Site) -> Option<Verdict>,
+) -> io::Result<()> {
     for e in entries {
+        if let (Some(u), Some(f)) = (e.unpatchable, e.function) {
+            writeln!(
+                out,
+                "{} {:>3} {:<10} {:<7} {:<28} {}+0x0 []{}",
+                address(binary, f.section, f.address),
+                0,
+                SiteKind::Bare.as_str(),
+                "refused",
+                u.source.as_str(),
+                e.name,
+                Verdict::refused(u).suffix(),
+            )?;
+        }
         for s in &e.sites {
+            let verdict = verdict(s);
             let offset = match e.function {
                 Some(f) if s.address < f.address => format!("-{:#x}", f.address - s.address),
                 Some(f) => format!("+{:#x}", s.address - f.address),
@@ -242,15 +308,17 @@ fn write_sites(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> 
                 address(binary, s.section, s.address),
                 s.len(),
                 s.kind.as_str(),
-                s.form.to_string(),
+                verdict
+                    .as_ref()
+                    .map_or_else(|| s.form.to_string(), |v| v.form.to_string()),
                 s.source.as_str(),
                 e.name,
                 offset,
                 hex(&s.bytes),
-                if s.before_entry() {
-                    " before the entry: never runs"
-                } else {
-                    ""
+                match &verdict {
+                    Some(v) => v.suffix(),
+                    None if s.before_entry() => " before the entry: never runs".to_string(),
+                    None => String::new(),
                 },
             )?;
         }
@@ -283,9 +351,21 @@ struct JsonSite<'a> {
     before_entry: bool,
     bytes: String,
     section: &'a str,
+    /// A bare site's interior instruction boundaries (offsets from its
+    /// address), when it can be patched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    boundaries: Option<Vec<u64>>,
+    /// Why a bare site's function is not patched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refused: Option<String>,
 }
 
-fn write_json(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> anyhow::Result<()> {
+fn write_json(
+    out: &mut impl Write,
+    binary: &Binary,
+    entries: &[Entry<'_>],
+    verdict: &dyn Fn(&Site) -> Option<Verdict>,
+) -> anyhow::Result<()> {
     let functions: Vec<JsonFunction<'_>> = entries
         .iter()
         .map(|e| {
@@ -299,23 +379,45 @@ fn write_json(out: &mut impl Write, binary: &Binary, entries: &[Entry<'_>]) -> a
                 section: binary.section_name(section),
                 local: e.function.is_some_and(|f| f.local),
                 file: e.function.and_then(|f| f.file.as_deref()),
-                sites: e
-                    .sites
-                    .iter()
-                    .map(|s| JsonSite {
-                        address: format!("{:#x}", s.address),
-                        len: s.len(),
-                        kind: s.kind.as_str(),
-                        form: s.form.to_string(),
-                        source: s.source.as_str(),
-                        prefix: s.prefix,
-                        before_entry: s.before_entry(),
-                        bytes: s.bytes.iter().map(|b| format!("{b:02x}")).collect(),
-                        section: binary.section_name(s.section),
-                    })
-                    .collect(),
+                sites: match (e.unpatchable, e.function) {
+                    (Some(u), Some(f)) => vec![JsonSite {
+                        address: format!("{:#x}", f.address),
+                        len: 0,
+                        kind: SiteKind::Bare.as_str(),
+                        form: "refused".to_string(),
+                        source: u.source.as_str(),
+                        prefix: 0,
+                        before_entry: false,
+                        bytes: String::new(),
+                        section: binary.section_name(f.section),
+                        boundaries: None,
+                        refused: Some(u.reason.clone()),
+                    }],
+                    _ => e.sites.iter().map(|s| json_site(binary, s, verdict(s))).collect(),
+                },
             }
         })
         .collect();
     Ok(output::write_json(out, &functions)?)
+}
+
+fn json_site<'a>(binary: &'a Binary, s: &Site, verdict: Option<Verdict>) -> JsonSite<'a> {
+    JsonSite {
+        address: format!("{:#x}", s.address),
+        len: s.len(),
+        kind: s.kind.as_str(),
+        form: verdict
+            .as_ref()
+            .map_or_else(|| s.form.to_string(), |v| v.form.to_string()),
+        source: s.source.as_str(),
+        prefix: s.prefix,
+        before_entry: s.before_entry(),
+        bytes: s.bytes.iter().map(|b| format!("{b:02x}")).collect(),
+        section: binary.section_name(s.section),
+        boundaries: verdict
+            .as_ref()
+            .filter(|v| v.refused.is_none())
+            .map(|v| v.boundaries.clone()),
+        refused: verdict.and_then(|v| v.refused),
+    }
 }

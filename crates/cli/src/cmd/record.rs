@@ -245,16 +245,13 @@ fn check_sites(program: &Path, name: &str, options: &Options) -> anyhow::Result<
     if !data.starts_with(b"\x7fELF") {
         return Ok(());
     }
-    // Compiler sites only, as the runtime takes them: bare sites are not
-    // patched yet (#19).
-    let binary =
-        match fntrace_sites::discover_file_with(program, &data, &fntrace_sites::Options { bare: false }) {
-            Ok(binary) => binary,
-            Err(e) => {
-                eprintln!("fntrace: warning: {name}: cannot look for patchable sites: {e}");
-                return Ok(());
-            }
-        };
+    let binary = match fntrace_sites::discover_file(program, &data) {
+        Ok(binary) => binary,
+        Err(e) => {
+            eprintln!("fntrace: warning: {name}: cannot look for patchable sites: {e}");
+            return Ok(());
+        }
+    };
     drop(data);
     let mut modules = Vec::new();
     if !binary.sites.is_empty() {
@@ -266,8 +263,9 @@ fn check_sites(program: &Path, name: &str, options: &Options) -> anyhow::Result<
     modules.extend(unmatched::libraries_of(program));
     if modules.is_empty() {
         anyhow::bail!(
-            "{name}: no patchable sites (build it with gcc -pg -mfentry, -fpatchable-function-entry=5 \
-             or clang -fxray-instrument; see 'fntrace list --help'; --force to run it anyway)"
+            "{name}: no patchable sites (no function symbols or unwind data; or build it with gcc -pg \
+             -mfentry, -fpatchable-function-entry=5 or clang -fxray-instrument; see 'fntrace list --help'; \
+             --force to run it anyway)"
         );
     }
     if let Some((option, pattern)) = unmatched::first(options, &modules) {

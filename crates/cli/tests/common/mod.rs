@@ -56,6 +56,21 @@ pub fn build_c(work: &Work, name: &str, source: &str, args: &[&str]) -> PathBuf 
     out
 }
 
+/// Takes from the linked file `path` everything fntrace finds functions
+/// by — its symbols and its unwind tables — so that it has nothing to
+/// patch (a plain build has its functions traced as bare sites).
+pub fn strip_functions(path: &Path) {
+    cc(
+        "objcopy",
+        &[
+            "--strip-all",
+            "--remove-section=.eh_frame",
+            "--remove-section=.eh_frame_hdr",
+            path.to_str().unwrap(),
+        ],
+    );
+}
+
 /// The process directory (`p*/`) of a data directory with one process.
 pub fn process_dir(data: &Path) -> PathBuf {
     std::fs::read_dir(data)

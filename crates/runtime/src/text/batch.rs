@@ -23,6 +23,8 @@ struct Vectors {
     keys: Vec<u32>,
     addrs: Vec<usize>,
     new: Vec<Code>,
+    /// Per write, [`Poke::starts`].
+    starts: Vec<u8>,
     trap: Vec<(usize, Resume)>,
 }
 
@@ -34,10 +36,12 @@ impl Vectors {
         v.keys.clear();
         v.addrs.clear();
         v.new.clear();
+        v.starts.clear();
         v.trap.clear();
         v.keys.reserve(capacity);
         v.addrs.reserve(capacity);
         v.new.reserve(capacity);
+        v.starts.reserve(capacity);
         if live {
             v.trap.reserve(capacity);
         }
@@ -141,6 +145,7 @@ impl<'r> Batch<'r> {
         self.v.keys.push(key);
         self.v.addrs.push(poke.addr);
         self.v.new.push(poke.new);
+        self.v.starts.push(poke.starts);
         if self.writer.live {
             self.v.trap.push((poke.addr, poke.resume));
         }
@@ -207,6 +212,7 @@ impl<'r> Batch<'r> {
             v.keys[kept] = key;
             v.addrs[kept] = addr;
             v.new[kept] = v.new[k];
+            v.starts[kept] = v.starts[k];
             if self.writer.live {
                 v.trap[kept] = v.trap[k];
             }
@@ -215,6 +221,7 @@ impl<'r> Batch<'r> {
         v.keys.truncate(kept);
         v.addrs.truncate(kept);
         v.new.truncate(kept);
+        v.starts.truncate(kept);
         v.trap.truncate(kept);
         self.same.retain(|&(key, addr, code)| {
             let inside = range.contains(addr, code.len());
@@ -251,11 +258,24 @@ impl<'r> Batch<'r> {
         // asked of the arch then (a few word operations), rather than whole
         // plans built or kept for 100,000 sites.
         let patcher = writer.patcher;
+        // The bytes before the batch of the sites with several starts (bare
+        // sites), which their first phase needs.
+        let olds: Vec<Code> = (self.v.starts.iter().zip(&self.v.addrs).zip(&self.v.new))
+            .filter(|((&starts, _), _)| starts != 0)
+            // SAFETY: a verified site: mapped code, written only by us.
+            .map(|((_, &addr), new)| unsafe { read(addr, new.len()) })
+            .collect();
         for phase in 0..patcher.phases() {
-            for (&addr, new) in self.v.addrs.iter().zip(&self.v.new) {
+            let mut old = olds.iter();
+            for ((&addr, new), &starts) in self.v.addrs.iter().zip(&self.v.new).zip(&self.v.starts) {
                 // Read in place, not copied out: a 16-byte copy of what was
                 // just stored as two words stalls store-to-load forwarding.
-                let w = patcher.phase(addr as u64, new, phase);
+                let w = if starts == 0 {
+                    patcher.phase(addr as u64, new, phase)
+                } else {
+                    let before = old.next().expect("one per site with starts");
+                    patcher.phase_masked(addr as u64, before, new, starts, phase)
+                };
                 if let Some(w) = w.as_ref() {
                     write(w.addr as usize, w.bytes.as_slice());
                 }

@@ -42,6 +42,12 @@ pub fn return_trampoline() -> usize {
     fntrace_return_to_handler as *const () as usize
 }
 
+/// The return trampoline that keeps every register, for the functions
+/// whose callers may rely on it (`fids::PLAIN`), whichever the tracer.
+pub fn return_trampoline_all() -> usize {
+    fntrace_return_all as *const () as usize
+}
+
 /// The fast routine of `function_graph` for a site of `role` and `shape`,
 /// if it has one: entries hijack the return unless the function has exit
 /// sites (`open`); exits are served at return sleds only (a tail exit
@@ -131,6 +137,7 @@ pub fn tls_set(v: usize) {
 }
 
 extern "C" {
+    fn fntrace_return_all();
     fn fntrace_return_to_handler();
     fn fntrace_fast_entry();
     fn fntrace_fast_entry_mcount();
@@ -483,6 +490,85 @@ fntrace_return_slow:
     pop rbp
     jmp r11
     .size fntrace_return_slow, . - fntrace_return_slow
+
+    // The return trampoline of functions no compiler prepared (bare
+    // sites): their callers may keep values in any register across the
+    // call (gcc's -fipa-ra), so, unlike the others, it keeps every
+    // register — the general ones and all sixteen vector registers — and
+    // takes the slow path (`graph_return`), which serves both tracers. The
+    // real return address is left just below the stack (the red zone,
+    // which signal frames skip) for the final jump, every register being
+    // the function's.
+    .text
+    .p2align 4
+    .globl fntrace_return_all
+    .hidden fntrace_return_all
+    .type fntrace_return_all, @function
+    nop
+fntrace_return_all:
+    push rbp
+    mov rbp, rsp
+    and rsp, -16
+    sub rsp, 624
+    mov [rsp], rax
+    mov [rsp + 8], rdx
+    mov [rsp + 16], rcx
+    mov [rsp + 24], rsi
+    mov [rsp + 32], rdi
+    mov [rsp + 40], r8
+    mov [rsp + 48], r9
+    mov [rsp + 56], r10
+    mov [rsp + 64], r11
+    // ymm only if the CPU has AVX and (where XINUSE can be read) the
+    // upper halves are in use: see FNTRACE_SAVE_VECS in routines.rs.
+    mov dword ptr [rsp + 600], 0
+    cmp byte ptr [rip + {avx}], 0
+    je 1f
+    mov dword ptr [rsp + 600], 4
+    cmp byte ptr [rip + {xinuse}], 0
+    je 5f
+    mov ecx, 1
+    xgetbv
+    mov [rsp + 600], eax
+5:
+    test byte ptr [rsp + 600], 4
+    jz 1f
+    .irp i, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+    vmovdqu [rsp + 80 + \i * 32], ymm\i
+    .endr
+    jmp 2f
+1:
+    .irp i, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+    movdqu [rsp + 80 + \i * 16], xmm\i
+    .endr
+2:
+    mov rdi, rbp
+    call {ret}
+    mov [rbp - 8], rax
+    test byte ptr [rsp + 600], 4
+    jz 3f
+    .irp i, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+    vmovdqu ymm\i, [rsp + 80 + \i * 32]
+    .endr
+    jmp 4f
+3:
+    .irp i, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+    movdqu xmm\i, [rsp + 80 + \i * 16]
+    .endr
+4:
+    mov rax, [rsp]
+    mov rdx, [rsp + 8]
+    mov rcx, [rsp + 16]
+    mov rsi, [rsp + 24]
+    mov rdi, [rsp + 32]
+    mov r8, [rsp + 40]
+    mov r9, [rsp + 48]
+    mov r10, [rsp + 56]
+    mov r11, [rsp + 64]
+    mov rsp, rbp
+    pop rbp
+    jmp [rsp - 16]
+    .size fntrace_return_all, . - fntrace_return_all
 
     // The profiler's fast paths (`profile.rs`): the same frames, slots,
     // cursor protocol and fallbacks as function_graph's, no event; the

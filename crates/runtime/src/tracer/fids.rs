@@ -27,6 +27,10 @@ pub const NOTRACE: u8 = 32;
 /// A C++ function (mangled name): compiled with unwind cleanups, so a
 /// forced unwind (`pthread_exit`) runs its exit like an exception does.
 pub const CXX: u8 = 64;
+/// A function no compiler prepared (a bare site): its callers may keep
+/// values in any register across its calls (gcc's `-fipa-ra`), so its
+/// return trampoline keeps them all.
+pub const PLAIN: u8 = 128;
 
 /// An id no function has (a site outside any symbol): the engine's.
 pub use crate::state::NO_FID;
@@ -130,6 +134,9 @@ pub fn publish(state: &State, graph: &Filter, notrace: &Filter, triggers: &[Trig
             let fid = record.data.fid as usize;
             if record.role == Role::Exit && fid < n {
                 table.flags[fid] |= HAS_EXIT;
+            }
+            if record.data.kind == fntrace_sites::SiteKind::Bare && fid < n {
+                table.flags[fid] |= PLAIN;
             }
         }
         for (i, symbol) in core.functions.iter().enumerate() {

@@ -33,9 +33,14 @@ use crate::ops::RawOps;
 use crate::routines::Regs;
 use crate::sys;
 
-/// The address of the return trampoline that hijacked slots get: the
-/// profiler's for `profile`, else function_graph's.
-fn handler() -> usize {
+/// The address of the return trampoline that hijacked slots of function
+/// `fid` get: the one that keeps every register for a function no
+/// compiler prepared (`fids::PLAIN`), else the profiler's for `profile`,
+/// else function_graph's.
+fn handler(fid: u32) -> usize {
+    if fids::flags(fid) & fids::PLAIN != 0 {
+        return super::asm::return_trampoline_all();
+    }
     match config().kind {
         Tracer::Profile => super::asm::profile_trampoline(),
         _ => super::asm::return_trampoline(),
@@ -45,7 +50,9 @@ fn handler() -> usize {
 /// Whether `a` is a return trampoline (a slot or a frame's return address
 /// may hold either: both end in `graph_return`, whichever tracer made it).
 fn is_handler(a: usize) -> bool {
-    a == super::asm::return_trampoline() || a == super::asm::profile_trampoline()
+    a == super::asm::return_trampoline()
+        || a == super::asm::profile_trampoline()
+        || a == super::asm::return_trampoline_all()
 }
 
 /// Entry callback of `function_graph` and `profile`.
@@ -96,7 +103,7 @@ pub unsafe extern "C" fn graph_exit(
                 // SAFETY: the function's live return slot on this stack.
                 unsafe {
                     f.orig = *p;
-                    *p = handler();
+                    *p = handler(f.fid);
                 }
                 f.flags |= F_HIJACKED;
             }
@@ -309,7 +316,7 @@ fn push_hijacked(t: &mut Owner, f: Frame, hijack: bool) {
     if hijack {
         // SAFETY: the traced function's return slot, whose address `f.orig`
         // was read from; this thread alone uses it.
-        unsafe { *(f.slot as *mut usize) = handler() };
+        unsafe { *(f.slot as *mut usize) = handler(f.fid) };
     }
 }
 
@@ -467,7 +474,6 @@ pub extern "C" fn catch(sp: usize) {
     };
     let now = clock::now();
     drop_stale(&mut t, sp, now, false);
-    let handler = handler();
     for i in 0..t.depth() {
         let f = t.frame(i);
         if f.flags & F_RESTORED == 0 {
@@ -485,7 +491,7 @@ pub extern "C" fn catch(sp: usize) {
             // live; its slot holds the real address `restore_all` put back.
             unsafe {
                 if *p == f.orig {
-                    *p = handler;
+                    *p = handler(f.fid);
                 }
             }
         }
