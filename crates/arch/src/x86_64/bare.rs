@@ -290,8 +290,10 @@ pub fn detour(entry: &BareEntry, at: u64, word: u64) -> Result<Detour, Refusal> 
     })
 }
 
+/// A near call (iced's `FlowControl::Call` also covers `syscall`,
+/// `sysenter` and `vmcall`, which push nothing and are copied as they are).
 fn is_call(insn: &Instruction) -> bool {
-    insn.flow_control() == FlowControl::Call || insn.flow_control() == FlowControl::IndirectCall
+    insn.mnemonic() == Mnemonic::Call
 }
 
 /// `(b, copy(b))` pairs.

@@ -45,7 +45,7 @@ fn check_detour(entry: &BareEntry, at: u64) {
         if (orig.ip() - entry.entry) < 5 {
             assert!(d.resume.contains(&(orig.ip(), ip)), "resume of {:#x}", orig.ip());
         }
-        if orig.flow_control() == FlowControl::Call {
+        if orig.mnemonic() == Mnemonic::Call {
             assert_eq!(copy.mnemonic(), Mnemonic::Push);
             let lit = copy.ip_rel_memory_address();
             let off = (lit - at) as usize;
@@ -165,6 +165,21 @@ fn pushes_calls_rip_loads_and_branches() {
     let e = analyze(&code(&[0x31, 0xc0, 0xff, 0xc0, 0x75, 0xfc, 0xc3]), F, 7, F + 7).unwrap();
     assert_eq!(e.branches_into, vec![F + 4]);
     check_both(&e);
+}
+
+#[test]
+fn a_syscall_among_the_displaced_bytes_is_copied_as_it_is() {
+    // push $110; pop %rax; syscall; lea 3(%rdi,%rdi,4),%edx; add %edx,%eax; ret
+    // (iced calls syscall's flow control a call: it is not one.)
+    let bytes = code(&[
+        0x6a, 0x6e, 0x58, 0x0f, 0x05, 0x8d, 0x54, 0xbf, 0x03, 0x01, 0xd0, 0xc3,
+    ]);
+    let e = analyze(&bytes, F, 12, F + 12).unwrap();
+    assert_eq!((e.len, e.boundaries), (5, 1 << 2 | 1 << 3));
+    check_both(&e);
+    let d = detour(&e, F + 0x10_0000, F).unwrap();
+    let copy = insn_at(&d.bytes, F + 0x10_0000, d.resume[2].1);
+    assert_eq!((copy.mnemonic(), d.resume[2].0), (Mnemonic::Syscall, F + 3));
 }
 
 #[test]
