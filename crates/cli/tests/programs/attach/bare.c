@@ -33,10 +33,14 @@
  * Commands on stdin, one line each, one line answered:
  *   park      every parker parked at an interior boundary: `parked`
  *   release   every parker resumed, a byte for the reader: `released`
- *   report    rounds=R bad=B parks=P value=V signals=S reads=N
+ *   report    rounds=R bad=B parks=P value=V signals=S reads=N traps=T
+ *             (T: the runtime's count of threads its SIGTRAP handler moved,
+ *             fntrace_get_stats' `traps`; -1 while it is not loaded)
  *   quit      the report, then exit 0
  * It prints `ready PID` first. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -329,10 +333,37 @@ TWIN static void *busy(void *arg) {
     return arg ? reader(NULL) : loop(NULL);
 }
 
+/* The runtime fntrace attach loaded, found by its file's name. */
+static int find_runtime(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    if (!strstr(info->dlpi_name, "libfntrace"))
+        return 0;
+    *(void **)data = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+    return 1;
+}
+
+/* fntrace.h's counters, as the runtime exports them. */
+struct fntrace_stats {
+    uint64_t modules, sites, converted, canonical, skipped;
+    uint64_t batches, written, syncs, protects, refused, traps, recursions;
+};
+
+TWIN static long runtime_traps(void) {
+    void *runtime = NULL;
+    dl_iterate_phdr(find_runtime, &runtime);
+    if (!runtime)
+        return -1;
+    int (*get)(struct fntrace_stats *) = (int (*)(struct fntrace_stats *))dlsym(runtime, "fntrace_get_stats");
+    struct fntrace_stats stats;
+    long traps = get && get(&stats) == 0 ? (long)stats.traps : -1;
+    dlclose(runtime);
+    return traps;
+}
+
 TWIN static void report(void) {
-    printf("rounds=%ld bad=%ld parks=%ld value=%ld signals=%ld reads=%ld\n", atomic_load(&rounds),
+    printf("rounds=%ld bad=%ld parks=%ld value=%ld signals=%ld reads=%ld traps=%ld\n", atomic_load(&rounds),
            atomic_load(&bad), atomic_load(&parks), atomic_load(&last), atomic_load(&signals),
-           atomic_load(&reads));
+           atomic_load(&reads), runtime_traps());
     fflush(stdout);
 }
 
