@@ -46,6 +46,8 @@ const CYCLES: u64 = 100;
 const TOGGLES: u64 = 2000;
 /// Threads each `park` holds.
 const PARKERS: u64 = 2;
+/// Threads that only call the functions.
+const WORKERS: i64 = 3;
 
 /// Builds the workload plainly: no section of compiler sites.
 fn build(work: &Work) -> PathBuf {
@@ -144,9 +146,10 @@ fn calls(dir: &Path) -> BTreeMap<String, u64> {
     calls
 }
 
-/// Asserts that `calls` has every function of `ASM` and nothing else.
-fn assert_all_traced(calls: &BTreeMap<String, u64>, what: &str) {
-    for f in ASM {
+/// Asserts that `calls` has every function of `want` and nothing but
+/// functions of `ASM`.
+fn assert_all_traced(calls: &BTreeMap<String, u64>, want: &[&str], what: &str) {
+    for &f in want {
         assert!(
             calls.get(f).is_some_and(|&n| n > 0),
             "{what}: {f} not recorded: {calls:?}"
@@ -158,12 +161,28 @@ fn assert_all_traced(calls: &BTreeMap<String, u64>, what: &str) {
     );
 }
 
+/// Attaches with the parkers held; checks that every function is traced.
+fn attach(bare: &mut Bare, dir: &Path) -> Attach {
+    let attach = bare.parked(|pid| Attach::start(pid, dir, &["-F", FILTER]));
+    let traced = format!(" {} traced;", ASM.len());
+    assert!(attach.first.contains(&traced), "{}", attach.first);
+    attach
+}
+
+/// Detaches with the parkers held; the code must be a fresh process's.
+fn detach(bare: &mut Bare, attach: Attach, fresh: i32, when: &str) {
+    let said = bare.parked(|_| attach.detach());
+    assert!(said.contains("recording to"), "{said}");
+    assert_code_equal(bare.target.pid, fresh, &["/bare"], when);
+}
+
 #[test]
 fn attach_and_toggle_bare_sites_with_threads_inside() {
     procs::runtime();
     let work = Work::new("attach-bare");
     let bin = build(&work);
     let untraced = Target::spawn(Command::new(&bin).current_dir(&work.dir));
+    // The runtime's stderr (FNTRACE_VERBOSE), kept for a failure's reader.
     let log = work.path("runtime.log");
     let target = Target::spawn(
         Command::new(&bin)
@@ -177,21 +196,25 @@ fn attach_and_toggle_bare_sites_with_threads_inside() {
     let mut seen = BTreeMap::new();
     for cycle in 0..CYCLES {
         let dir = work.path(&format!("c{cycle}.data"));
-        let attach = bare.parked(|pid| Attach::start(pid, &dir, &["-F", FILTER]));
+        let session = attach(&mut bare, &dir);
         std::thread::sleep(Duration::from_millis(10));
-        let said = bare.parked(|_| attach.detach());
-        assert!(said.contains("recording to"), "{said}");
+        detach(&mut bare, session, untraced.pid, &format!("after detach {cycle}"));
         bare.check(&format!("cycle {cycle}"));
-        for (f, n) in calls(&dir) {
-            *seen.entry(f).or_insert(0) += n;
+        // Every fourth cycle's trace read (half a second each on a busy
+        // machine); each removed once checked (a megabyte or two).
+        if cycle % 4 == 3 {
+            for (f, n) in calls(&dir) {
+                *seen.entry(f).or_insert(0) += n;
+            }
         }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
-    assert_all_traced(&seen, "the attach cycles");
+    assert_all_traced(&seen, &ASM, "the attach cycles");
 
-    // One session; the filter switched between all and none.
+    // One session; the filter switched between all and none. Its trace
+    // (minutes of calls, hundreds of megabytes) is only checked complete.
     let dir = work.path("toggles.data");
-    let attach = bare.parked(|pid| Attach::start(pid, &dir, &["-F", FILTER]));
-    assert_eq!(patched(&ctl(bare.target.pid, &["status"])), ASM.len() as u64);
+    let session = attach(&mut bare, &dir);
     for toggle in 0..TOGGLES {
         let answer = bare.parked(|pid| match toggle % 2 {
             0 => ctl(pid, &["--force", "filter", "no_such_function"]),
@@ -203,23 +226,46 @@ fn attach_and_toggle_bare_sites_with_threads_inside() {
             bare.check(&format!("toggle {toggle}"));
         }
     }
-    bare.parked(|_| attach.detach());
+    detach(&mut bare, session, untraced.pid, "after the toggles");
+    let process = std::fs::read_to_string(common::process_dir(&dir).join("process.json")).unwrap();
+    let process: serde_json::Value = serde_json::from_str(&process).unwrap();
+    assert_eq!((&process["ended"], &process["lost"]), (&true.into(), &0.into()));
+    std::fs::remove_dir_all(&dir).unwrap();
     let report = bare.check("after the toggles");
-    // Each write that put a jump over the parkers' boundaries (attach, and
-    // every other toggle) moved both of them at least.
+    // Each write that put a jump over the parkers' boundaries (every
+    // attach, every other toggle) moved both of them.
     let enables = CYCLES + 1 + TOGGLES / 2;
     assert!(
         report["traps"] >= (PARKERS * enables) as i64,
-        "threads moved by the SIGTRAP handler: {} for {enables} writes over 2 parked threads",
+        "threads moved by the SIGTRAP handler: {} for {enables} writes over {PARKERS} parked threads",
         report["traps"]
     );
-    assert_all_traced(&calls(&dir), "the toggled session");
+
+    // After all that, a last session records every function: it lasts
+    // until a worker made a whole round of calls (of all but bare_read,
+    // which the release's byte makes the reader call).
+    let dir = work.path("last.data");
+    let session = attach(&mut bare, &dir);
+    let from = bare.check("the last session")["worker_rounds"];
+    while bare.check("the last session")["worker_rounds"] < from + WORKERS + 1 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    detach(&mut bare, session, untraced.pid, "after the last detach");
+    assert_all_traced(&calls(&dir), &ASM, "the last session");
 
     assert_code_equal(
         bare.target.pid,
         untraced.pid,
         &["/bare", "/libc.so.6"],
         "after the last detach",
+    );
+    let last = bare.check("at the end");
+    eprintln!(
+        "{CYCLES} attaches, {TOGGLES} filter switches, {} parks; {} threads moved by the SIGTRAP handler, {} SIGUSR2 handled, {} rounds",
+        PARKERS * bare.parks,
+        last["traps"],
+        last["signals"],
+        last["rounds"]
     );
     let Bare { target, parks } = bare;
     let (_, bad, last_parks, value) = target.quit();
