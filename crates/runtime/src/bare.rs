@@ -234,11 +234,12 @@ impl BareSites {
 }
 
 impl Ready {
-    /// Makes the detour call `routine` with `data` (the word after its
-    /// own, where the routine finds it). The data first: a thread that
-    /// reads the new routine finds its data.
-    pub fn set_target(&self, routine: usize, data: usize) {
-        detour::set_word(self.word + 8, data);
+    /// Makes the detour call `[routine, ops, data]`'s routine, which finds
+    /// the ops and its data in the words after its own. Those first: a
+    /// thread that reads the new routine finds its words.
+    pub fn set_target(&self, [routine, ops, data]: [usize; 3]) {
+        detour::set_word(self.word + 16, data);
+        detour::set_word(self.word + 8, ops);
         detour::set_word(self.word, routine);
     }
 }

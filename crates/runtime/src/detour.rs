@@ -131,14 +131,14 @@ impl Space {
         }
     }
 
-    /// A new pair of data words (16 bytes, aligned) within rel32 reach of
-    /// `near`: the first holding `value`, the second 0.
+    /// A new group of data words (three, 32 bytes aligned) within rel32
+    /// reach of `near`: the first holding `value`, the others 0.
     pub fn word(&mut self, near: usize, value: usize) -> io::Result<usize> {
         let reach = |w: usize| w.abs_diff(near) < REACH;
         let found = self
             .words
             .iter_mut()
-            .find(|(base, used)| *used < PAGE / 16 && reach(*base));
+            .find(|(base, used)| *used < PAGE / 32 && reach(*base));
         let (base, used) = match found {
             Some(page) => page,
             None => {
@@ -147,8 +147,9 @@ impl Space {
                 self.words.last_mut().expect("just pushed")
             }
         };
-        let word = *base + 16 * *used;
+        let word = *base + 32 * *used;
         *used += 1;
+        set_word(word + 16, 0);
         set_word(word + 8, 0);
         set_word(word, value);
         Ok(word)

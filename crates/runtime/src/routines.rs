@@ -261,7 +261,7 @@ global_asm!(
     // vector registers — and the whole frame is built. No slot: the
     // detour's `call *W(%rip)` comes here directly, and the ops is the
     // word after W, found from the call's own displacement, so r11 is
-    // never touched before it is saved.
+    // never touched before it is saved (W + 16 is a fast path's data).
     .text
     .p2align 4
     .globl fntrace_bare_entry
@@ -357,7 +357,8 @@ pub fn setup() {
 }
 
 extern "C" {
-    fn fntrace_bare_entry();
+    /// The routine of bare sites (the fast paths fall back to it).
+    pub(crate) fn fntrace_bare_entry();
     fn fntrace_entry();
     fn fntrace_mcount();
     fn fntrace_exit();

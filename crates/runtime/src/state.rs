@@ -16,7 +16,7 @@ use crate::mirror::Mirror;
 use crate::modules::Loaded;
 use crate::ops::{RawOps, SlotSite, LIST_OPS};
 use crate::pool::Pool;
-use crate::routines::{routine, Variant};
+use crate::routines::{bare_routine, routine, Variant};
 use crate::text::{self, Batch, BatchStats, Poke, Writer};
 
 /// The runtime's part of a site's record (the core's [`SiteRecord`] holds
@@ -107,15 +107,12 @@ impl ModState {
         }
     }
 
-    /// Where the call of `site` (index `i`) goes for trampoline `slot`:
-    /// the slot; for a punned site its mirror slot, which is made to jump
-    /// on to it; for a bare site (whose `slot` is the ops: no slot) its
-    /// detour, whose words are set to the bare routine and the ops.
-    fn call_target(&self, i: usize, site: &Site, slot: usize) -> Result<usize, String> {
+    /// Where the call of `site` goes for trampoline `slot`: the slot; for
+    /// a punned site its mirror slot, which is made to jump on to it (a
+    /// bare site's target is its detour already: [`ModState::bare_target`]).
+    fn call_target(&self, site: &Site, slot: usize) -> Result<usize, String> {
         if let Shape::Bare { .. } = site.shape {
-            let ready = self.ready(i, site)?;
-            ready.set_target(crate::routines::bare_routine(), slot);
-            return Ok(ready.landing);
+            return Ok(slot);
         }
         let Shape::Punned { .. } = site.shape else {
             return Ok(slot);
@@ -136,6 +133,14 @@ impl ModState {
             Some(Rec::Refused(why)) => Err(format!("site {:#x}: {why}", site.addr)),
             None => Err(format!("site {:#x}: not decoded", site.addr)),
         }
+    }
+
+    /// The detour of bare site `i`, its words set to `words` (the routine
+    /// it calls, the ops, the routine's data).
+    fn bare_target(&self, i: usize, site: &Site, words: [usize; 3]) -> Result<usize, String> {
+        let ready = self.ready(i, site)?;
+        ready.set_target(words);
+        Ok(ready.landing)
     }
 
     /// The `ip` callbacks of site `i` get, if it has one yet.
@@ -361,12 +366,30 @@ impl State {
             let bare = matches!(site.shape, Shape::Bare { .. });
             let target = match change.to {
                 Target::Nop => Ok(None),
-                // A bare site calls its routine without a slot: its target
-                // is the ops itself (`call_target`).
-                Target::Ops(id) if bare => self.by_id[id as usize]
-                    .map(|ops| Some(ops as *const RawOps as usize))
-                    .ok_or_else(|| format!("ops {id} has no callbacks")),
-                Target::List { .. } if bare => Ok(Some(&LIST_OPS as *const RawOps as usize)),
+                // A bare site calls its routine without a slot: its detour's
+                // words are set to the routine, the ops and the routine's
+                // data, and its target is the detour.
+                Target::Ops(id) if bare => match self.by_id[id as usize] {
+                    Some(ops) => {
+                        let wanted = SlotSite {
+                            role,
+                            shape: site.shape,
+                            fid: site.fid,
+                        };
+                        let (data, routine) = ops.site_slot(&wanted).unwrap_or((0, bare_routine()));
+                        let ops = ops as *const RawOps as usize;
+                        module
+                            .bare_target(change.site, site, [routine, ops, data])
+                            .map(Some)
+                    }
+                    None => Err(format!("ops {id} has no callbacks")),
+                },
+                Target::List { .. } if bare => {
+                    let ops = &LIST_OPS as *const RawOps as usize;
+                    module
+                        .bare_target(change.site, site, [bare_routine(), ops, 0])
+                        .map(Some)
+                }
                 Target::Ops(id) => match self.by_id[id as usize] {
                     Some(ops) => {
                         let wanted = SlotSite {
@@ -400,10 +423,7 @@ impl State {
             };
             let len = site.cur.len();
             let addr = site.addr as u64;
-            let target = target.and_then(|t| {
-                t.map(|slot| module.call_target(change.site, site, slot))
-                    .transpose()
-            });
+            let target = target.and_then(|t| t.map(|slot| module.call_target(site, slot)).transpose());
             let added = target.and_then(|t| {
                 let poke = match site.shape {
                     Shape::Bare { boundaries, trap } => {

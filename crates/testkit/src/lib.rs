@@ -3,9 +3,13 @@
 //! scratch directory, the test programs and the compilers that build them,
 //! the independent readings that results are compared with (`objdump -d`,
 //! `readelf -x`, `llvm-xray extract`: [`truth`]), and the comparison of a
-//! listing with them ([`check`]). Tests only.
+//! listing with them ([`check`]); the independent counts of calls that
+//! traces are compared with (valgrind's callgrind: [`callgrind`]; the
+//! hooks of a `-finstrument-functions` build: [`enters`]). Tests only.
 
+pub mod callgrind;
 pub mod check;
+pub mod enters;
 pub mod truth;
 
 use std::path::{Path, PathBuf};

@@ -7,10 +7,12 @@
 
 pub mod attach;
 pub mod check;
+pub mod counts;
 pub mod functions;
 pub mod objects;
 pub mod procs;
 pub mod readers;
+pub mod real;
 pub mod scenarios;
 pub mod styles;
 pub mod tally;

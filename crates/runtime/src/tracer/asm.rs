@@ -43,9 +43,21 @@ pub fn return_trampoline() -> usize {
 }
 
 /// The return trampoline that keeps every register, for the functions
-/// whose callers may rely on it (`fids::PLAIN`), whichever the tracer.
+/// whose callers may rely on it (`fids::PLAIN`), whichever the tracer: its
+/// fast path, which falls back to [`return_trampoline_all`].
+pub fn return_trampoline_bare() -> usize {
+    fntrace_return_bare as *const () as usize
+}
+
+/// The slow return trampoline that keeps every register.
 pub fn return_trampoline_all() -> usize {
     fntrace_return_all as *const () as usize
+}
+
+/// function_graph's fast entry for a bare site, if it has one (no exit
+/// sites: its frame is pushed and its return hijacked).
+pub fn fast_graph_bare(open: bool) -> Option<usize> {
+    (!open).then_some(fntrace_bare_fast_entry as *const () as usize)
 }
 
 /// The fast routine of `function_graph` for a site of `role` and `shape`,
@@ -138,6 +150,8 @@ pub fn tls_set(v: usize) {
 
 extern "C" {
     fn fntrace_return_all();
+    fn fntrace_return_bare();
+    fn fntrace_bare_fast_entry();
     fn fntrace_return_to_handler();
     fn fntrace_fast_entry();
     fn fntrace_fast_entry_mcount();
@@ -491,6 +505,129 @@ fntrace_return_slow:
     jmp r11
     .size fntrace_return_slow, . - fntrace_return_slow
 
+    // function_graph's fast entry at a bare site (`bare.rs`): as
+    // FNTRACE_FAST_ENTRY, but every register is kept — r10 and r11 too:
+    // the function's callers may keep values in them across the call
+    // (gcc's -fipa-ra) — and there is no slot: the detour calls here
+    // through its word W, and the frame word is the third of its words
+    // (W + 16), found from the detour's own call displacement. The return
+    // goes to fntrace_return_bare. Falls back to the bare generic routine,
+    // which takes the ops from W + 8.
+    .text
+    .p2align 4
+    .globl fntrace_bare_fast_entry
+    .hidden fntrace_bare_fast_entry
+    .type fntrace_bare_fast_entry, @function
+fntrace_bare_fast_entry:
+    push r10
+    push r11
+    mov r11, [rsp + 16]
+    movsxd r10, dword ptr [r11 - 4]
+    add r11, r10
+    mov r11, [r11 + 16]
+    FNTRACE_SAVE
+    push r9
+    mov r8, [rsp + 80]
+1:
+    FNTRACE_CURSOR 8f, rdi, edi, r9, r9d
+    FNTRACE_DEPTH rsi, rdi
+    cmp rsi, {shadow_bytes}
+    jae 8f
+    FNTRACE_FRAME rsi
+    lea rdx, [rsp + 80]
+    cmp [rsi - 64], rdx
+    jbe 8f
+    mov [rsi], rdx
+    mov [rsi + 32], r11
+    mov [rsi + 8], r8
+    lea rax, [rip + fntrace_return_bare]
+    mov [rsp + 80], rax
+    FNTRACE_DELTA 8f
+    lea edx, [r11 * 8]
+    or rdx, rax
+    mov rsi, rdi
+    add rsi, [rip + {step_push}]
+    FNTRACE_COMMIT rdi, rsi, rdx, "[r9]"
+    pop r9
+    FNTRACE_RESTORE
+    pop r11
+    pop r10
+    ret
+8:
+    mov [rsp + 80], r8
+    pop r9
+    FNTRACE_RESTORE
+    pop r11
+    pop r10
+    jmp {bare_entry}
+    .size fntrace_bare_fast_entry, . - fntrace_bare_fast_entry
+
+    // The fast return of bare functions: as fntrace_return_to_handler,
+    // but the registers it uses are kept (the callers of such a function
+    // may rely on them; the first lands where the function's return address
+    // was). The real return address goes just below them, for the final
+    // jump once they are back: in the red zone all along, which signal
+    // frames skip. Anything unusual goes to fntrace_return_all.
+    .text
+    .p2align 4
+    .globl fntrace_return_bare
+    .hidden fntrace_return_bare
+    .type fntrace_return_bare, @function
+    nop
+fntrace_return_bare:
+    push rcx
+    push rsi
+    push rdi
+    push r8
+    push r9
+    push r10
+    push r11
+    mov r8, rax
+    mov r11, rdx
+1:
+    FNTRACE_CURSOR 8f, r9, r9d, rdi, edi
+    FNTRACE_DEPTH rsi, r9
+    FNTRACE_FRAME rsi
+    // The top frame (the sentinel if none) must be this return's: its
+    // slot is just above the registers pushed.
+    lea rdx, [rsp + 48]
+    cmp [rsi - 64], rdx
+    jne 8f
+    mov r10, [rsi - 56]
+    lea rdx, [rip + fntrace_return_bare]
+    cmp r10, rdx
+    je 8f
+    FNTRACE_DELTA 8f
+    mov edx, dword ptr [rsi - 32]
+    lea rdx, [rdx * 8 + 1]
+    or rdx, rax
+    mov rsi, r9
+    add rsi, [rip + {step_pop}]
+    FNTRACE_COMMIT r9, rsi, rdx, "[rdi]"
+    mov [rsp - 8], r10
+    mov rax, r8
+    mov rdx, r11
+    pop r11
+    pop r10
+    pop r9
+    pop r8
+    pop rdi
+    pop rsi
+    pop rcx
+    jmp [rsp - 64]
+8:
+    mov rax, r8
+    mov rdx, r11
+    pop r11
+    pop r10
+    pop r9
+    pop r8
+    pop rdi
+    pop rsi
+    pop rcx
+    jmp fntrace_return_all
+    .size fntrace_return_bare, . - fntrace_return_bare
+
     // The return trampoline of functions no compiler prepared (bare
     // sites): their callers may keep values in any register across the
     // call (gcc's -fipa-ra), so, unlike the others, it keeps every
@@ -780,6 +917,7 @@ fntrace_profile_return:
     jmp fntrace_return_slow
     .size fntrace_profile_return, . - fntrace_profile_return
 "#,
+    bare_entry = sym crate::routines::fntrace_bare_entry,
     avx = sym crate::routines::AVX,
     xinuse = sym crate::routines::XINUSE,
     fend = const off::FEND,

@@ -39,7 +39,7 @@ use crate::sys;
 /// else function_graph's.
 fn handler(fid: u32) -> usize {
     if fids::flags(fid) & fids::PLAIN != 0 {
-        return super::asm::return_trampoline_all();
+        return super::asm::return_trampoline_bare();
     }
     match config().kind {
         Tracer::Profile => super::asm::profile_trampoline(),
@@ -53,6 +53,7 @@ fn is_handler(a: usize) -> bool {
     a == super::asm::return_trampoline()
         || a == super::asm::profile_trampoline()
         || a == super::asm::return_trampoline_all()
+        || a == super::asm::return_trampoline_bare()
 }
 
 /// Entry callback of `function_graph` and `profile`.

@@ -19,6 +19,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 
+use fntrace_arch::Shape;
 use fntrace_filter::Filter;
 use fntrace_format::settings::{self, Settings};
 
@@ -361,6 +362,18 @@ fn fast_slot(ops: &RawOps, site: &SlotSite) -> Option<(usize, usize)> {
         return None;
     }
     use fntrace_format::event::{word_of, Kind};
+    if let Shape::Bare { .. } = site.shape {
+        // Bare sites keep every register: function_graph's own fast entry
+        // for them; the other tracers take the bare generic routine.
+        let open = fids::flags(site.fid) & fids::HAS_EXIT != 0;
+        return match config().kind {
+            Tracer::Graph => Some((
+                (site.fid as u64 | (thread::F_HIJACKED as u64) << 32) as usize,
+                asm::fast_graph_bare(open)?,
+            )),
+            _ => None,
+        };
+    }
     match config().kind {
         Tracer::Function => Some((
             word_of(Kind::EntryCaller, site.fid) as usize,

@@ -1,0 +1,51 @@
+//! A function no compiler prepared may be called by code that relies on
+//! it to leave registers alone (gcc's `-fipa-ra`: a caller keeps values in
+//! the caller-saved registers its callee does not use). Traced as a bare
+//! site — its entry through the detour, its return hijacked — it must still
+//! leave every register as it was: `programs/keep.c` checks all sixteen
+//! general registers but rsp and both halves of every vector register
+//! around 2,000 calls, under each tracer and the counting client with and
+//! without the register frame.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{run, runtime, Work};
+
+#[test]
+fn a_traced_bare_function_keeps_every_register() {
+    let work = Work::new("bare-regs");
+    let preload = runtime().display().to_string();
+    for flags in [&["-O2"][..], &["-O2", "-fcf-protection"][..]] {
+        let mut args = flags.to_vec();
+        args.push("keep.c");
+        let program = work.build("gcc", &args, "keep");
+        let plain = run(&work.0, &program, &["2000"], &[], Duration::from_secs(20));
+        assert_eq!(String::from_utf8_lossy(&plain.stdout), "changed=0 rounds=2000\n");
+        let data = work.path("keep.data").display().to_string();
+        let mut configs: Vec<Vec<(&str, &str)>> = ["function_graph", "function", "profile"]
+            .into_iter()
+            .map(|t| vec![("FNTRACE_TRACER", t), ("FNTRACE_DATA", data.as_str())])
+            .collect();
+        configs.push(vec![("FNTRACE_COUNT", "1"), ("FNTRACE_REGS", "0")]);
+        configs.push(vec![("FNTRACE_COUNT", "1"), ("FNTRACE_REGS", "1")]);
+        for config in configs {
+            let _ = std::fs::remove_dir_all(&data);
+            std::fs::create_dir_all(&data).unwrap();
+            let mut env = config.clone();
+            env.push(("LD_PRELOAD", preload.as_str()));
+            let out = run(&work.0, &program, &["2000"], &env, Duration::from_secs(60));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{flags:?} {config:?}: {stderr}");
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                "changed=0 rounds=2000\n",
+                "{flags:?} {config:?}: {stderr}"
+            );
+            if config[0].0 == "FNTRACE_COUNT" {
+                assert!(stderr.contains("keep keep entries=2000"), "{config:?}: {stderr}");
+            }
+        }
+    }
+}
