@@ -161,9 +161,12 @@ fn assert_all_traced(calls: &BTreeMap<String, u64>, want: &[&str], what: &str) {
     );
 }
 
-/// Attaches with the parkers held; checks that every function is traced.
-fn attach(bare: &mut Bare, dir: &Path) -> Attach {
-    let attach = bare.parked(|pid| Attach::start(pid, dir, &["-F", FILTER]));
+/// Attaches (with `args`) with the parkers held; checks that every
+/// function is traced.
+fn attach(bare: &mut Bare, dir: &Path, args: &[&str]) -> Attach {
+    let mut all = vec!["-F", FILTER];
+    all.extend(args);
+    let attach = bare.parked(|pid| Attach::start(pid, dir, &all));
     let traced = format!(" {} traced;", ASM.len());
     assert!(attach.first.contains(&traced), "{}", attach.first);
     attach
@@ -196,7 +199,7 @@ fn attach_and_toggle_bare_sites_with_threads_inside() {
     let mut seen = BTreeMap::new();
     for cycle in 0..CYCLES {
         let dir = work.path(&format!("c{cycle}.data"));
-        let session = attach(&mut bare, &dir);
+        let session = attach(&mut bare, &dir, &[]);
         std::thread::sleep(Duration::from_millis(10));
         detach(&mut bare, session, untraced.pid, &format!("after detach {cycle}"));
         bare.check(&format!("cycle {cycle}"));
@@ -211,10 +214,11 @@ fn attach_and_toggle_bare_sites_with_threads_inside() {
     }
     assert_all_traced(&seen, &ASM, "the attach cycles");
 
-    // One session; the filter switched between all and none. Its trace
-    // (minutes of calls, hundreds of megabytes) is only checked complete.
+    // One session; the filter switched between all and none. It records
+    // only calls of a millisecond or more (all of them would be gigabytes),
+    // and its trace is only checked complete.
     let dir = work.path("toggles.data");
-    let session = attach(&mut bare, &dir);
+    let session = attach(&mut bare, &dir, &["--time-filter", "1ms"]);
     for toggle in 0..TOGGLES {
         let answer = bare.parked(|pid| match toggle % 2 {
             0 => ctl(pid, &["--force", "filter", "no_such_function"]),
@@ -245,7 +249,7 @@ fn attach_and_toggle_bare_sites_with_threads_inside() {
     // until a worker made a whole round of calls (of all but bare_read,
     // which the release's byte makes the reader call).
     let dir = work.path("last.data");
-    let session = attach(&mut bare, &dir);
+    let session = attach(&mut bare, &dir, &[]);
     let from = bare.check("the last session")["worker_rounds"];
     while bare.check("the last session")["worker_rounds"] < from + WORKERS + 1 {
         std::thread::sleep(Duration::from_millis(10));
