@@ -7,14 +7,20 @@
 //! thread that continues at one is moved to the detour's copy of the
 //! instruction. Two parkers are held at those boundaries (each in turn),
 //! in a SIGUSR1 handler over a context rewritten to be there, before every
-//! write of the code — attach, detach, each toggle of the filter — and
-//! released after it; three workers and the parkers call every function
-//! in a loop and check each result against a C twin, on two cores (so
-//! also preempted inside those bytes), under a SIGUSR2 every 50 us whose
-//! handler calls them too; a reader sits in a `read` among the displaced
-//! instructions, restarted after each signal. After the last detach the
-//! code is byte for byte a fresh process's, the results are an untraced
-//! run's, and every function was recorded.
+//! write of the code — each attach, detach and filter switch — and
+//! released after it: at least two threads moved per write that puts a
+//! jump there, which the runtime's count must show. Three workers and the
+//! parkers call every function in a loop and check each result against a
+//! C twin, five busy threads on two cores (so also preempted inside those
+//! bytes), each under a SIGUSR2 every 50 us whose handler calls them too;
+//! a reader sits in a `read` among the displaced instructions, restarted
+//! after each signal.
+//!
+//! 100 attach/detach cycles, then 2,000 switches of the filter between
+//! every function and none in one session, then a last session; after
+//! every detach the code is byte for byte a fresh process's; no result is
+//! ever wrong and the last is an untraced run's; the traces hold every
+//! function. (About four minutes on two busy cores.)
 
 mod common;
 
