@@ -1,8 +1,10 @@
 //! `fntrace list` on plain x86-64 builds, which no compiler prepared: a
 //! `bare` site in every function, in the three forms (text, `--sites`,
 //! `--json`), the functions left alone listed with their reason, and a
-//! stripped copy named from `.eh_frame`. Places and bytes are checked
-//! against `objdump -d`; the functions against the program's source.
+//! stripped copy named from `.eh_frame`; each decoded as the runtime will
+//! decode it (`jump`, and the instruction boundaries inside the jump).
+//! Places, bytes and boundaries are checked against `objdump -d`; the
+//! functions against the program's source.
 
 mod common;
 
@@ -10,7 +12,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{build_program, fntrace_ok, list, run, truth, Work, C_PROGRAM};
+use common::{build_program, fntrace_ok, hex_u64, list, run, truth, Work, C_PROGRAM};
+use serde_json::Value;
 
 /// The functions of the C test program that a plain `-O2` build keeps (by
 /// its source: nothing of it is `inline`d away but these).
@@ -66,23 +69,63 @@ fn sites_lines(path: &Path, patterns: &[&str]) -> Vec<Line> {
         .collect()
 }
 
-/// Checks the `--sites` lines of `path` (functions named by `names`: the
-/// function at an address, as the listing gives it): each bare site after
-/// `endbr64` where objdump shows one, with the bytes objdump shows;
-/// returns the lines of the functions left alone, by name.
-fn check_sites(path: &Path, source: &str, names: &BTreeMap<u64, String>) -> BTreeMap<String, String> {
+/// A function of `list --json`, with its one site: (name, size, form,
+/// boundaries, refused).
+type JsonFunction = (String, u64, String, Option<Vec<u64>>, Option<String>);
+
+fn json_functions(path: &Path) -> BTreeMap<u64, JsonFunction> {
+    let (out, _) = fntrace_ok(&["list", "--json", path.to_str().unwrap()]);
+    let json: Value = serde_json::from_str(&out).unwrap();
+    json.as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let sites = f["sites"].as_array().unwrap();
+            assert_eq!(sites.len(), 1, "{f}");
+            let site = &sites[0];
+            assert_eq!(site["kind"], "bare");
+            let boundaries = site["boundaries"]
+                .as_array()
+                .map(|b| b.iter().map(|b| b.as_u64().unwrap()).collect());
+            let function = (
+                f["name"].as_str().unwrap().to_string(),
+                f["size"].as_u64().unwrap(),
+                site["form"].as_str().unwrap().to_string(),
+                boundaries,
+                site["refused"].as_str().map(str::to_string),
+            );
+            (hex_u64(&f["address"]), function)
+        })
+        .collect()
+}
+
+/// Checks the `--sites` lines of `path` against objdump and `list
+/// --json`: each bare site after `endbr64` where objdump shows one, with
+/// the bytes objdump shows, its form `jump` (`jump+pad` for a function of
+/// fewer than 5 bytes after it, whose jump takes the padding) with the
+/// instruction starts objdump shows inside the jump's 5 bytes and the
+/// function; the same in the JSON. Returns the reasons of the functions
+/// left alone, by name.
+fn check_sites(path: &Path, source: &str) -> BTreeMap<String, String> {
     let disasm = truth::objdump(path);
+    let json = json_functions(path);
     let mut refused = BTreeMap::new();
     for (address, len, kind, form, src, at, bytes, tail) in sites_lines(path, &[]) {
         assert_eq!((kind.as_str(), src.as_str()), ("bare", source), "{at}");
         let (name, offset) = at.rsplit_once("+0x").unwrap();
         let start = address - u64::from_str_radix(offset, 16).unwrap();
-        if form == "refused" && len == 0 {
-            assert!(bytes.is_empty());
-            refused.insert(name.to_string(), tail.trim_start().to_string());
+        let (json_name, size, json_form, boundaries, reason) = &json[&start];
+        assert_eq!((json_name.as_str(), json_form), (name, &form), "{at}");
+        if form == "refused" {
+            assert!(
+                len == 0 && bytes.is_empty(),
+                "{at}: the functions this program has can be patched"
+            );
+            let reason = reason.as_deref().unwrap();
+            assert_eq!(tail, format!(" refused: {reason}"));
+            refused.insert(name.to_string(), reason.to_string());
             continue;
         }
-        assert_eq!(names.get(&start).map(String::as_str), Some(name));
         let pad = if disasm.insn(start).unwrap().text == "endbr64" {
             4
         } else {
@@ -91,6 +134,22 @@ fn check_sites(path: &Path, source: &str, names: &BTreeMap<u64, String>) -> BTre
         assert_eq!(address, start + pad, "{at}");
         assert_eq!(bytes, disasm.bytes(address, 5), "{at}");
         assert_eq!(len, 5);
+        let end = start + size;
+        let expected_form = if end - address < 5 { "jump+pad" } else { "jump" };
+        assert_eq!(form, expected_form, "{at}");
+        let inside: Vec<u64> = disasm
+            .insns
+            .range(address + 1..(address + 5).min(end))
+            .map(|(a, _)| a - address)
+            .collect();
+        assert_eq!(boundaries.as_ref(), Some(&inside), "{at}");
+        let shown: Vec<String> = inside.iter().map(|b| format!("+{b}")).collect();
+        let expected_tail = match shown.is_empty() {
+            true => String::new(),
+            false => format!(" boundaries {}", shown.join(",")),
+        };
+        assert_eq!(tail, expected_tail, "{at}");
+        assert!(reason.is_none());
     }
     refused
 }
@@ -131,12 +190,9 @@ fn plain_build() {
     }
 
     // --sites: places and bytes, and the reasons.
-    let refused = check_sites(&exe, "symtab", &listed);
+    let refused = check_sites(&exe, "symtab");
     let reason = |name: &str| refused.get(name).map(String::as_str).unwrap_or("");
-    assert!(
-        reason("_start").starts_with("refused: never patched"),
-        "{refused:?}"
-    );
+    assert!(reason("_start").starts_with("never patched"), "{refused:?}");
     assert!(reason("main.cold").contains("split part"), "{refused:?}");
     assert!(reason("frame_dummy").contains("no size"), "{refused:?}");
     assert!(reason("_init").contains("in .init"), "{refused:?}");
@@ -169,6 +225,6 @@ fn stripped_build() {
     for (address, name) in &unnamed {
         assert_eq!(*name, format!("prog.s+{address:#x}"));
     }
-    let refused = check_sites(&stripped, "eh_frame", &unnamed);
+    let refused = check_sites(&stripped, "eh_frame");
     assert!(refused.is_empty(), "{refused:?}");
 }

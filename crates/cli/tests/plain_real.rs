@@ -1,5 +1,5 @@
-//! Real multi-threaded programs nobody here wrote — pigz (C), pbzip2 (C++)
-//! and zstd (C), from Debian's source packages (`tests/programs/real/
+//! Real multi-threaded programs nobody here wrote — pbzip2 (C++) and zstd
+//! (C), from Debian's source packages (`tests/programs/real/
 //! build.sh`) — traced by `fntrace record` on fixed workloads (3 MiB of
 //! generated text, compressed and decompressed with two threads), and
 //! judged against an independent count of calls, valgrind's callgrind,
@@ -25,8 +25,10 @@
 //!
 //! Each program is checked in two builds: `-pg -mfentry` (compiler sites,
 //! which fntrace traces today: this validates the harness) and plain
-//! `-O2`, what users have (the target of #19; ignored until fntrace can
-//! trace it). What was measured, and every difference with its cause:
+//! `-O2`, what users have (#19: every function traced through its own
+//! first instructions). pigz, measured too, is not among the tests: this
+//! Debian mirror has no source of it (`apt-get source pigz`: 404). What
+//! was measured, and every difference with its cause:
 //! `docs/design/REAL_PROGRAMS.md`. Run with `--nocapture` to see the
 //! numbers.
 
@@ -37,54 +39,6 @@ use std::collections::BTreeMap;
 use common::counts::{self, Check, Workload, CRT};
 use common::real::{self, Built, Style};
 use common::Work;
-
-/// pigz's functions whose calls depend on the schedule when it
-/// compresses (its decompression's do not: one thread reads ahead, one
-/// writes, in lockstep with the one that inflates).
-const PIGZ_SCHEDULED: &[(&str, &str)] = &[
-    ("possess_", YARN),
-    ("release_", YARN),
-    ("twist_", YARN),
-    ("wait_for_", YARN),
-    ("new_lock_", YARN),
-    ("free_lock_", YARN),
-];
-const YARN: &str = "yarn's locks around pigz's buffer pools: get_space() takes a free buffer \
-    (possess, twist) or, when none is free, makes one (release, new_lock_; freed at the end with \
-    free_lock_), and waits when the pool is at its limit (wait_for_); how many buffers are in use \
-    at once depends on how far the reading thread runs ahead of the compressing and writing ones";
-
-const PIGZ: &[Workload] = &[
-    Workload {
-        name: "compress",
-        args: &["-c", "-p", "2", "@text"],
-        save: Some("text.gz"),
-        expect: None,
-        tracer: "function_graph",
-        hooks: true,
-        scheduled: PIGZ_SCHEDULED,
-    },
-    Workload {
-        name: "decompress",
-        args: &["-d", "-c", "-p", "2", "@text.gz"],
-        save: None,
-        expect: Some("text"),
-        tracer: "function_graph",
-        hooks: true,
-        scheduled: &[],
-    },
-    // zopfli (-11), 15 million calls: the profile tracer (counts kept in
-    // memory; a call is counted when it returns), and no hooks' log.
-    Workload {
-        name: "zopfli",
-        args: &["-11", "-I", "2", "-b", "64", "-c", "-p", "2", "@small"],
-        save: None,
-        expect: None,
-        tracer: "profile",
-        hooks: false,
-        scheduled: PIGZ_SCHEDULED,
-    },
-];
 
 /// pbzip2's waits, whose calls depend on the schedule.
 const PBZIP2_WAIT: (&str, &str) = (
@@ -219,6 +173,15 @@ fn untraceable(style: Style) -> BTreeMap<&'static str, Check> {
                 "C run-time code (crti.o, crtbeginS.o), not compiled with -pg: no compiler site",
             ));
         }
+    } else {
+        // Plain: crtbeginS.o's functions have symbols of size 0, and
+        // discovery patches no function whose end it does not know
+        // (`fntrace list --sites` shows them refused, with that reason).
+        for name in ["frame_dummy", "deregister_tm_clones", "__do_global_dtors_aux"] {
+            out.entry(name).or_insert(Check::Excluded(
+                "crtbeginS.o's symbols have no size: not patched (refused by discovery, with the reason)",
+            ));
+        }
     }
     out
 }
@@ -242,11 +205,6 @@ fn check(test: &str, program: &'static str, style: Style, workloads: &[Workload]
 }
 
 #[test]
-fn pigz_fentry() {
-    check("plain-real-pigz-fentry", "pigz", Style::Fentry, PIGZ);
-}
-
-#[test]
 fn pbzip2_fentry() {
     check("plain-real-pbzip2-fentry", "pbzip2", Style::Fentry, PBZIP2);
 }
@@ -258,19 +216,11 @@ fn zstd_fentry() {
 
 // The target of #19: fntrace says `no patchable sites` on these today.
 #[test]
-#[ignore] // enabled when bare sites land (#19)
-fn pigz_plain() {
-    check("plain-real-pigz-plain", "pigz", Style::Plain, PIGZ);
-}
-
-#[test]
-#[ignore] // enabled when bare sites land (#19)
 fn pbzip2_plain() {
     check("plain-real-pbzip2-plain", "pbzip2", Style::Plain, PBZIP2);
 }
 
 #[test]
-#[ignore] // enabled when bare sites land (#19)
 fn zstd_plain() {
     check("plain-real-zstd-plain", "zstd", Style::Plain, ZSTD);
 }

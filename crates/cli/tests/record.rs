@@ -318,3 +318,39 @@ fn real_runtime_exit_status() {
     assert_eq!(info["exit_status"], 3);
     assert_eq!(info["command"], serde_json::json!(["./three"]));
 }
+
+/// A plain build whose functions take each bare form (issue 19): the one
+/// that loops back to its entry is left alone, the one-byte one is traced
+/// through a trap, and record's last line says both; the program's output
+/// is its own, and the patched ones are in the trace.
+#[test]
+fn bare_forms_are_said_where_the_user_looks() {
+    let work = Work::new("record-bare-forms");
+    let exe = work.path("forms");
+    let src = common::program("c/bare_forms.c");
+    cc("gcc", &["-O2", &src, "-o", exe.to_str().unwrap()]);
+    let data = work.path("forms.data");
+    let out = fntrace_output(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0 7\n");
+    assert!(
+        stderr.contains(
+            "1 selected function could not be patched and was not traced ('fntrace list --sites' says why); \
+             1 function traced through a trap, a signal per call"
+        ),
+        "{stderr}"
+    );
+    let replay = fntrace_output(&["replay", data.to_str().unwrap()]);
+    let replay = String::from_utf8_lossy(&replay.stdout);
+    for f in ["main() {", "tiny();", "after();"] {
+        assert!(replay.contains(f), "{f} not in:\n{replay}");
+    }
+    assert!(!replay.contains("spin"), "{replay}");
+}

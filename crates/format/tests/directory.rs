@@ -51,6 +51,8 @@ fn process_info(pid: u32, start_unix_ns: u64) -> ProcessInfo {
         }],
         lost: 0,
         untraced: 0,
+        unpatched: 0,
+        trap_sites: 0,
         ended: true,
         write_error: None,
     }

@@ -19,12 +19,23 @@
 //! one store to `W`. Detours, words and table entries are never freed.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use fntrace_arch::x86_64::bare::{self, BareEntry, Refusal};
 use fntrace_arch::{Code, Shape};
 
 use crate::detour::{self, Space};
 use crate::modules::Loaded;
+
+/// Bare sites selected but refused, since start (for the clients' reports).
+pub static REFUSED: AtomicU64 = AtomicU64::new(0);
+/// Bare sites made trap sites, since start.
+pub static TRAPS: AtomicU64 = AtomicU64::new(0);
+
+/// (refused, trap sites) since start.
+pub fn counts() -> (u64, u64) {
+    (REFUSED.load(Ordering::Relaxed), TRAPS.load(Ordering::Relaxed))
+}
 
 /// What a bare site became when its function was first selected.
 #[derive(Debug, Clone)]

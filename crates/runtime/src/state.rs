@@ -535,11 +535,16 @@ impl State {
                 Rec::Ready(ready) => {
                     site.shape = ready.shape;
                     match ready.shape {
-                        Shape::Bare { trap: true, .. } => self.stats.bare_trap += 1,
+                        Shape::Bare { trap: true, .. } => {
+                            self.stats.bare_trap += 1;
+                            crate::bare::TRAPS.fetch_add(1, Ordering::Relaxed);
+                        }
                         _ => self.stats.bare_jump += 1,
                     }
                 }
-                Rec::Refused(_) => {}
+                Rec::Refused(_) => {
+                    crate::bare::REFUSED.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         module.bare.close();

@@ -31,6 +31,10 @@ static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
 
 /// `si_code` of a trap raised by the kernel for `int3`.
 const SI_KERNEL: i32 = 0x80;
+/// `si_code` of a breakpoint trap (`TRAP_BRKPT`): what valgrind gives for
+/// `int3`, where the kernel gives `SI_KERNEL` — so that a program traced
+/// under valgrind (the benchmarks count instructions so) keeps working.
+const TRAP_BRKPT: i32 = 1;
 
 /// Installs the handler (once).
 pub fn install() -> io::Result<()> {
@@ -111,7 +115,7 @@ extern "C" fn handler(sig: i32, info: *mut libc::siginfo_t, context: *mut libc::
     let (code, uc) = unsafe { ((*info).si_code, &mut *(context as *mut libc::ucontext_t)) };
     let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
     let addr = rip.wrapping_sub(1);
-    if code == SI_KERNEL && steer(uc, addr) {
+    if (code == SI_KERNEL || code == TRAP_BRKPT) && steer(uc, addr) {
         return;
     }
     chain(sig, info, context);

@@ -26,19 +26,21 @@ impl<'d> Code<'d> {
         self.image.code(section, address)
     }
 
-    /// The bytes of function `index` of `binary` (found in this file) and
-    /// those after it up to the next function or the end of its section,
-    /// which may be padding; `None` if its section does not hold it whole.
-    pub fn function(&self, binary: &Binary, index: usize) -> Option<(&'d [u8], &'d [u8])> {
+    /// The bytes of function `index` of `binary` (found in this file)
+    /// from its start to the next function of its section, or to the
+    /// section's end, and the address where they end: the function and the
+    /// padding after it, what a patcher decodes (`fntrace_arch::x86_64::
+    /// bare::analyze`'s `code` and `limit`); `None` if its section does not
+    /// hold its start.
+    pub fn function(&self, binary: &Binary, index: usize) -> Option<(&'d [u8], u64)> {
         let f: &Function = binary.functions.get(index)?;
         let code = self.from_address(f.section, f.address)?;
-        let size = usize::try_from(f.size).ok().filter(|&s| s <= code.len())?;
-        let next = binary
+        let section_end = f.address + code.len() as u64;
+        let limit = binary
             .functions
             .get(index + 1)
-            .filter(|n| n.section == f.section && n.address >= f.address + f.size)
-            .map_or(code.len(), |n| (n.address - f.address) as usize)
-            .min(code.len());
-        Some((&code[..size], &code[size..next]))
+            .filter(|n| n.section == f.section && n.address > f.address)
+            .map_or(section_end, |n| n.address.min(section_end));
+        Some((&code[..(limit - f.address) as usize], limit))
     }
 }

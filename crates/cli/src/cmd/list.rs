@@ -285,7 +285,7 @@ fn write_sites(
         if let (Some(u), Some(f)) = (e.unpatchable, e.function) {
             writeln!(
                 out,
-                "{} {:>3} {:<10} {:<7} {:<28} {}+0x0 []{}",
+                "{} {:>3} {:<10} {:<8} {:<28} {}+0x0 []{}",
                 address(binary, f.section, f.address),
                 0,
                 SiteKind::Bare.as_str(),
@@ -304,7 +304,7 @@ fn write_sites(
             };
             writeln!(
                 out,
-                "{} {:>3} {:<10} {:<7} {:<28} {}{} [{}]{}",
+                "{} {:>3} {:<10} {:<8} {:<28} {}{} [{}]{}",
                 address(binary, s.section, s.address),
                 s.len(),
                 s.kind.as_str(),

@@ -182,9 +182,38 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
 /// Prints [`losses`] of `dir`, if any: the last thing `record`, `live` (after
 /// its replay) and `attach` print.
 pub fn say_losses(dir: &Path) {
+    if let Some(line) = unpatched(dir) {
+        eprintln!("{line}");
+    }
     if let Some(line) = losses(dir) {
         eprintln!("{line}");
     }
+}
+
+/// The line that names what a filter selected but the runtime could not
+/// patch (functions no compiler prepared whose entry cannot be moved), and
+/// those traced through a trap: `None` if there are none.
+fn unpatched(dir: &Path) -> Option<String> {
+    let trace = fntrace_format::read::open(dir).ok()?;
+    let (refused, traps) = trace
+        .processes
+        .iter()
+        .fold((0, 0), |(r, t), p| (r + p.info.unpatched, t + p.info.trap_sites));
+    let mut parts = Vec::new();
+    if refused > 0 {
+        parts.push(format!(
+            "{refused} selected function{} could not be patched and {} not traced ('fntrace list --sites' says why)",
+            if refused == 1 { "" } else { "s" },
+            if refused == 1 { "was" } else { "were" },
+        ));
+    }
+    if traps > 0 {
+        parts.push(format!(
+            "{traps} function{} traced through a trap, a signal per call",
+            if traps == 1 { "" } else { "s" },
+        ));
+    }
+    (!parts.is_empty()).then(|| format!("fntrace: warning: {}", parts.join("; ")))
 }
 
 /// The last line of `record`, `live` and `attach` when the trace in `dir`

@@ -79,6 +79,8 @@ impl DataDir {
             }],
             lost: 0,
             untraced: 0,
+            unpatched: 0,
+            trap_sites: 0,
             ended: true,
             write_error: None,
         };

@@ -160,6 +160,14 @@ pub struct ProcessInfo {
     /// while its thread was inside the tracer, or the shadow stack was full.
     #[serde(default)]
     pub untraced: u64,
+    /// Functions no compiler prepared that a filter selected but that
+    /// could not be patched (`fntrace list --sites` says why): not traced.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unpatched: u64,
+    /// Functions no compiler prepared traced through a trap (an `int3` per
+    /// call: correct, slower).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub trap_sites: u64,
     /// Whether the runtime wrote this file at exit (`false`: the process is
     /// running, or died without the runtime's exit handler).
     #[serde(default)]
@@ -168,6 +176,10 @@ pub struct ProcessInfo {
     /// events that could not be written are counted in `lost`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_error: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Default for RunInfo {
@@ -208,6 +220,8 @@ impl Default for ProcessInfo {
             modules: Vec::new(),
             lost: 0,
             untraced: 0,
+            unpatched: 0,
+            trap_sites: 0,
             ended: false,
             write_error: None,
         }

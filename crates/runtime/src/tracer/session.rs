@@ -97,6 +97,8 @@ pub fn open(root: &Path, tracer: &str, parent: Option<String>) -> io::Result<Ses
         modules: Vec::new(),
         lost: 0,
         untraced: 0,
+        unpatched: 0,
+        trap_sites: 0,
         ended: false,
         write_error: None,
     };
@@ -182,6 +184,7 @@ impl Session {
         self.info.lost = super::thread::all().map(|t| t.lost_total.load(relaxed)).sum();
         self.info.untraced = super::thread::all().map(|t| t.untraced.load(relaxed)).sum();
         self.info.ended = ended;
+        (self.info.unpatched, self.info.trap_sites) = crate::bare::counts();
         // The events the writer could not write (a full disk) are lost too.
         let files = super::writer::files();
         self.info.lost += files.unwritten;
