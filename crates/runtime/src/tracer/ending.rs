@@ -14,7 +14,8 @@
 //!   its parent's.
 //!
 //! A process we attached to keeps its dispositions (`attached`). The flight
-//! recorder's signal (`SIGUSR2`) asks the writer for a dump.
+//! recorder's signal (`SIGUSR2`) asks the writer for a dump, where the
+//! program has no SIGUSR2 handler of its own.
 
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;
@@ -55,11 +56,15 @@ pub fn install(flight: bool, attached: bool) {
         }
     }
     if flight {
+        // Only where the program left SIGUSR2 at its default: a program
+        // with its own handler keeps it (it would otherwise stop running
+        // once attached, and each of its signals would dump), and its
+        // flight recorder is written at exit only.
         set_handler(
             FLIGHT_SIGNAL,
             on_flight_signal as *const () as usize,
             libc::SA_RESTART,
-            false,
+            true,
         );
     }
 }
