@@ -393,3 +393,41 @@ fn a_program_taking_sigtrap_for_itself_is_not_killed() {
     assert_eq!(calls("ramp"), Some(1000), "{rows}");
     assert_eq!(calls("on_trap"), Some(1), "{rows}");
 }
+
+/// C++ exceptions thrown through bare functions whose displaced bytes end
+/// in a call (`bare_throw.cc`), under every tracer: the output is the
+/// program's, and every call is counted (the unwinder finds the original
+/// return addresses: a displaced call pushes the original one).
+#[test]
+fn exceptions_through_bare_functions() {
+    let work = Work::new("record-bare-throw");
+    let exe = work.path("throw");
+    let src = common::program("cxx/bare_throw.cc");
+    cc("g++", &["-O2", &src, "-o", exe.to_str().unwrap()]);
+    for tracer in ["function_graph", "function", "profile"] {
+        let data = work.path(&format!("{tracer}.data"));
+        let out = fntrace_output(&[
+            "record",
+            "--tracer",
+            tracer,
+            "-o",
+            data.to_str().unwrap(),
+            "--",
+            exe.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{tracer}: {stderr}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "s=6003000\n", "{tracer}");
+        let report = fntrace_output(&["report", "--json", data.to_str().unwrap()]);
+        let rows: serde_json::Value = serde_json::from_slice(&report.stdout).expect("report --json");
+        for name in ["outer(int)", "wrapper(int)", "thrower(int)"] {
+            let calls = rows
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["name"] == name)
+                .and_then(|r| r["calls"].as_u64());
+            assert_eq!(calls, Some(3000), "{tracer}: {name}\n{rows}");
+        }
+    }
+}
