@@ -45,6 +45,11 @@ pub struct Space {
     open: Vec<usize>,
     /// Word pages: (base, words used).
     words: Vec<(usize, usize)>,
+    /// Just past the last detour written: functions come in address order,
+    /// and so do their windows, so the next place is mostly after it (a
+    /// search from the window's start would step over every detour placed
+    /// before: quadratic in the functions selected).
+    hint: usize,
 }
 
 impl Space {
@@ -61,6 +66,24 @@ impl Space {
         if size == 0 || size > PAGE {
             return None;
         }
+        let hint = self.hint;
+        if hint > lo && hint < hi {
+            if let Some(at) = self.search(hint, hi, size, &next) {
+                return Some(at);
+            }
+            return self.search(lo, hi.min(hint + size), size, &next);
+        }
+        self.search(lo, hi, size, &next)
+    }
+
+    /// [`Space::find`] from `lo`.
+    fn search(
+        &mut self,
+        lo: usize,
+        hi: usize,
+        size: usize,
+        next: &impl Fn(usize) -> Option<usize>,
+    ) -> Option<usize> {
         let mut from = lo;
         for _ in 0..TRIES {
             let at = next(from)?;
@@ -117,6 +140,7 @@ impl Space {
         for i in at - page..at - page + bytes.len() {
             bits[i / 64] |= 1 << (i % 64);
         }
+        self.hint = at + bytes.len();
         // SAFETY: `at..at + len` lies in a page this space mapped and just
         // made writable, in bytes no detour used: no thread runs them yet
         // (no jump leads here before the batch that writes it).
