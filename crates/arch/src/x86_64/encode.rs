@@ -12,8 +12,7 @@ const CALL: u8 = 0xe8;
 const CALL_LEN: usize = 5;
 /// `ret`.
 const RET: u8 = 0xc3;
-/// `jmp rel32` opcode and length.
-const JMP: u8 = 0xe9;
+/// `jmp rel32`'s length.
 const JMP_LEN: usize = 5;
 
 /// The recommended single-instruction NOPs of 1 to 9 bytes (Intel SDM,
@@ -183,20 +182,14 @@ impl BreakpointPatcher for X86_64 {
         if len < JMP_LEN {
             return Err(PatchError::Length(len));
         }
-        // `jmp rel32` over the first five bytes; what follows is the
-        // function's own tail of its fifth byte's instruction, never run.
-        let disp = rel32(addr, JMP_LEN, target).ok_or(PatchError::Reach {
+        // The punned `jmp rel32` over the first five bytes (its one
+        // definition: `bare::jump`); what follows is the function's own tail
+        // of its fifth byte's instruction, never run.
+        let jump = super::bare::jump(addr, boundaries, target).ok_or(PatchError::Reach {
             from: addr,
             to: target,
         })?;
-        bytes[0] = JMP;
-        bytes[1..JMP_LEN].copy_from_slice(&disp.to_le_bytes());
-        if (1..JMP_LEN).any(|i| boundaries >> i & 1 != 0 && bytes[i] != INT3) {
-            return Err(PatchError::Reach {
-                from: addr,
-                to: target,
-            });
-        }
+        bytes[..JMP_LEN].copy_from_slice(jump.as_slice());
         Code::new(&bytes[..len]).ok_or(PatchError::Length(len))
     }
 
