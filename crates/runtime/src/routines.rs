@@ -189,8 +189,16 @@ global_asm!(
     .size \name, . - \name
     .endm
 
-    // A routine with the whole register frame (`Regs`, 144 bytes).
-    .macro FNTRACE_REGS_ROUTINE name, mcount, offset
+    // A routine with the whole register frame (`Regs`, 144 bytes). With
+    // `bare`, the routine of bare sites (functions no compiler prepared,
+    // `bare.rs`): their callers may keep values in any register across the
+    // call (gcc's -fipa-ra assumes a callee clobbers only what it uses), so
+    // all sixteen vector registers are kept too, not only the argument
+    // ones; and there is no slot: the detour's `call *W(%rip)` comes here
+    // directly, and the ops is the word after W, found from the call's own
+    // displacement, so r11 is the function's, saved like the others (W + 16
+    // is a fast path's data).
+    .macro FNTRACE_REGS_ROUTINE name, mcount, offset, bare=0
     .text
     .p2align 4
     .globl \name
@@ -199,7 +207,11 @@ global_asm!(
 \name:
     push rbp
     mov rbp, rsp
+    .if \bare
+    sub rsp, 688
+    .else
     sub rsp, 416
+    .endif
     and rsp, -16
     mov [rsp + 0], r15
     mov [rsp + 8], r14
@@ -224,13 +236,26 @@ global_asm!(
     mov [rsp + 128], rax
     lea rax, [rbp + 16]
     mov [rsp + 136], rax
+    .if \bare
+    FNTRACE_SAVE_VECS 144, 656, FNTRACE_VECS16
+    // W: the detour's call ends at the return address, its disp32 last.
+    mov rax, [rbp + 8]
+    movsxd rdx, dword ptr [rax - 4]
+    add rax, rdx
+    mov rdx, [rax + 8]
+    .else
     FNTRACE_SAVE_VECS 144, 400
+    mov rdx, r11
+    .endif
     mov rdi, [rbp + 8]
     FNTRACE_PARENT \mcount
-    mov rdx, r11
     mov rcx, rsp
-    call [r11 + \offset]
+    call [rdx + \offset]
+    .if \bare
+    FNTRACE_LOAD_VECS 144, 656, FNTRACE_VECS16
+    .else
     FNTRACE_LOAD_VECS 144, 400
+    .endif
     mov rax, [rsp + 120]
     mov [rbp + 8], rax
     mov rax, [rsp + 32]
@@ -254,86 +279,13 @@ global_asm!(
     .size \name, . - \name
     .endm
 
-    // The routine of bare sites (functions no compiler prepared, `bare.rs`):
-    // their callers may keep values in any register across the call (gcc's
-    // -fipa-ra assumes a callee clobbers only what it uses), so every
-    // register is kept — all general ones, r11 included, and all sixteen
-    // vector registers — and the whole frame is built. No slot: the
-    // detour's `call *W(%rip)` comes here directly, and the ops is the
-    // word after W, found from the call's own displacement, so r11 is
-    // never touched before it is saved (W + 16 is a fast path's data).
-    .text
-    .p2align 4
-    .globl fntrace_bare_entry
-    .hidden fntrace_bare_entry
-    .type fntrace_bare_entry, @function
-fntrace_bare_entry:
-    push rbp
-    mov rbp, rsp
-    sub rsp, 688
-    and rsp, -16
-    mov [rsp + 0], r15
-    mov [rsp + 8], r14
-    mov [rsp + 16], r13
-    mov [rsp + 24], r12
-    mov [rsp + 80], rax
-    mov rax, [rbp]
-    mov [rsp + 32], rax
-    mov [rsp + 40], rbx
-    mov [rsp + 48], r11
-    mov [rsp + 56], r10
-    mov [rsp + 64], r9
-    mov [rsp + 72], r8
-    mov [rsp + 88], rcx
-    mov [rsp + 96], rdx
-    mov [rsp + 104], rsi
-    mov [rsp + 112], rdi
-    mov rax, [rbp + 8]
-    mov [rsp + 120], rax
-    pushfq
-    pop rax
-    mov [rsp + 128], rax
-    lea rax, [rbp + 16]
-    mov [rsp + 136], rax
-    FNTRACE_SAVE_VECS 144, 656, FNTRACE_VECS16
-    // W: the detour's call ends at the return address, its disp32 last.
-    mov rax, [rbp + 8]
-    movsxd rdx, dword ptr [rax - 4]
-    add rax, rdx
-    mov rdx, [rax + 8]
-    mov rdi, [rbp + 8]
-    FNTRACE_PARENT 0
-    mov rcx, rsp
-    call [rdx + 8]
-    FNTRACE_LOAD_VECS 144, 656, FNTRACE_VECS16
-    mov rax, [rsp + 120]
-    mov [rbp + 8], rax
-    mov rax, [rsp + 32]
-    mov [rbp], rax
-    mov r15, [rsp + 0]
-    mov r14, [rsp + 8]
-    mov r13, [rsp + 16]
-    mov r12, [rsp + 24]
-    mov rbx, [rsp + 40]
-    mov r11, [rsp + 48]
-    mov r10, [rsp + 56]
-    mov r9, [rsp + 64]
-    mov r8, [rsp + 72]
-    mov rax, [rsp + 80]
-    mov rcx, [rsp + 88]
-    mov rdx, [rsp + 96]
-    mov rsi, [rsp + 104]
-    mov rdi, [rsp + 112]
-    leave
-    ret
-    .size fntrace_bare_entry, . - fntrace_bare_entry
-
     FNTRACE_ROUTINE fntrace_entry, 0, 8
     FNTRACE_ROUTINE fntrace_mcount, 1, 8
     FNTRACE_ROUTINE fntrace_exit, 0, 16
     FNTRACE_REGS_ROUTINE fntrace_entry_regs, 0, 8
     FNTRACE_REGS_ROUTINE fntrace_mcount_regs, 1, 8
     FNTRACE_REGS_ROUTINE fntrace_exit_regs, 0, 16
+    FNTRACE_REGS_ROUTINE fntrace_bare_entry, 0, 8, 1
 "#,
     avx = sym AVX,
     xinuse = sym XINUSE,
