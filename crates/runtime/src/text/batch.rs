@@ -86,6 +86,9 @@ pub struct Batch<'r> {
     v: Vectors,
     /// Verified pokes that change no byte: key, site, bytes.
     same: Vec<(u32, usize, Code)>,
+    /// Some write has several starts (a bare site): only then does the
+    /// write pass collect the bytes before it.
+    masked: bool,
 }
 
 impl Drop for Batch<'_> {
@@ -105,6 +108,7 @@ impl<'r> Batch<'r> {
             sorted: true,
             v: Vectors::take(capacity, writer.live),
             same: Vec::new(),
+            masked: false,
         }
     }
 
@@ -146,6 +150,7 @@ impl<'r> Batch<'r> {
         self.v.addrs.push(poke.addr);
         self.v.new.push(poke.new);
         self.v.starts.push(poke.starts);
+        self.masked |= poke.starts != 0;
         if self.writer.live {
             self.v.trap.push((poke.addr, poke.resume));
         }
@@ -260,11 +265,15 @@ impl<'r> Batch<'r> {
         let patcher = writer.patcher;
         // The bytes before the batch of the sites with several starts (bare
         // sites), which their first phase needs.
-        let olds: Vec<Code> = (self.v.starts.iter().zip(&self.v.addrs).zip(&self.v.new))
-            .filter(|((&starts, _), _)| starts != 0)
-            // SAFETY: a verified site: mapped code, written only by us.
-            .map(|((_, &addr), new)| unsafe { read(addr, new.len()) })
-            .collect();
+        let olds: Vec<Code> = if self.masked {
+            (self.v.starts.iter().zip(&self.v.addrs).zip(&self.v.new))
+                .filter(|((&starts, _), _)| starts != 0)
+                // SAFETY: a verified site: mapped code, written only by us.
+                .map(|((_, &addr), new)| unsafe { read(addr, new.len()) })
+                .collect()
+        } else {
+            Vec::new()
+        };
         for phase in 0..patcher.phases() {
             let mut old = olds.iter();
             for ((&addr, new), &starts) in self.v.addrs.iter().zip(&self.v.new).zip(&self.v.starts) {
