@@ -380,18 +380,10 @@ fn a_program_taking_sigtrap_for_itself_is_not_killed() {
         String::from_utf8_lossy(&out.stdout),
         "own=1 calls=1000 sum=1499500\n"
     );
-    let report = fntrace_output(&["report", "--json", data.to_str().unwrap()]);
-    let rows: serde_json::Value = serde_json::from_slice(&report.stdout).expect("report --json");
-    let calls = |name: &str| {
-        rows.as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == name)
-            .and_then(|r| r["calls"].as_u64())
-    };
-    assert_eq!(calls("tiny"), Some(1000), "{rows}");
-    assert_eq!(calls("ramp"), Some(1000), "{rows}");
-    assert_eq!(calls("on_trap"), Some(1), "{rows}");
+    let calls = calls_of(&data);
+    assert_eq!(calls("tiny"), Some(1000));
+    assert_eq!(calls("ramp"), Some(1000));
+    assert_eq!(calls("on_trap"), Some(1));
 }
 
 /// C++ exceptions thrown through bare functions whose displaced bytes end
@@ -418,16 +410,22 @@ fn exceptions_through_bare_functions() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{tracer}: {stderr}");
         assert_eq!(String::from_utf8_lossy(&out.stdout), "s=6003000\n", "{tracer}");
-        let report = fntrace_output(&["report", "--json", data.to_str().unwrap()]);
-        let rows: serde_json::Value = serde_json::from_slice(&report.stdout).expect("report --json");
+        let calls = calls_of(&data);
         for name in ["outer(int)", "wrapper(int)", "thrower(int)"] {
-            let calls = rows
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|r| r["name"] == name)
-                .and_then(|r| r["calls"].as_u64());
-            assert_eq!(calls, Some(3000), "{tracer}: {name}\n{rows}");
+            assert_eq!(calls(name), Some(3000), "{tracer}: {name}");
         }
+    }
+}
+
+/// The calls of each function in the recording `data` (`report --json`),
+/// by name.
+fn calls_of(data: &std::path::Path) -> impl Fn(&str) -> Option<u64> {
+    let report = fntrace_output(&["report", "--json", data.to_str().unwrap()]);
+    let rows: serde_json::Value = serde_json::from_slice(&report.stdout).expect("report --json");
+    move |name| {
+        rows.as_array()?
+            .iter()
+            .find(|r| r["name"] == name)
+            .and_then(|r| r["calls"].as_u64())
     }
 }
