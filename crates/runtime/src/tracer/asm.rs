@@ -278,13 +278,21 @@ fntrace_tls_thread:
     // commit puts the address back. Anything unusual (no thread state yet,
     // busy, a chunk full, a frame gone or a tail call, a long delta) goes
     // to the generic routine of the role with the tracer's ops.
-    .macro FNTRACE_FAST_ENTRY name, slot, fallback, hijack
+    .macro FNTRACE_FAST_ENTRY name, slot, fallback, hijack, bare=0
     .text
     .p2align 4
     .globl \name
     .hidden \name
     .type \name, @function
 \name:
+    .if \bare
+    push r10
+    push r11
+    mov r11, [rsp + 16]
+    movsxd r10, dword ptr [r11 - 4]
+    add r11, r10
+    mov r11, [r11 + 16]
+    .endif
     FNTRACE_SAVE
     push r9
     .if \hijack
@@ -305,7 +313,11 @@ fntrace_tls_thread:
     mov [rsi + 32], r11
     .if \hijack
     mov [rsi + 8], r8
+    .if \bare
+    lea rax, [rip + fntrace_return_bare]
+    .else
     lea rax, [rip + fntrace_return_to_handler]
+    .endif
     mov \slot, rax
     .endif
     FNTRACE_DELTA 8f
@@ -316,6 +328,10 @@ fntrace_tls_thread:
     FNTRACE_COMMIT rdi, rsi, rdx, "[r9]"
     pop r9
     FNTRACE_RESTORE
+    .if \bare
+    pop r11
+    pop r10
+    .endif
     ret
 8:
     .if \hijack
@@ -323,8 +339,14 @@ fntrace_tls_thread:
     .endif
     pop r9
     FNTRACE_RESTORE
+    .if \bare
+    pop r11
+    pop r10
+    jmp {bare_entry}
+    .else
     mov r11, [rip + {fallback_ops}]
     jmp qword ptr [rip + \fallback]
+    .endif
     .size \name, . - \name
     .endm
 
@@ -363,6 +385,14 @@ fntrace_tls_thread:
     // Functions with exit sleds (XRay): the frame is pushed, the return
     // is not hijacked; fntrace_fast_exit closes it.
     FNTRACE_FAST_ENTRY fntrace_fast_open, "[rsp + 64]", {fallback_entry}, 0
+    // Bare sites (`bare.rs`): every register kept — r10 and r11 too: the
+    // function's callers may keep values in them across the call (gcc's
+    // -fipa-ra) — and no slot: the detour calls through its word W, and the
+    // frame word is the third of its words (W + 16), found from the
+    // detour's own call displacement; the return goes to
+    // fntrace_return_bare, and anything unusual to the bare generic routine
+    // (which takes the ops from W + 8).
+    FNTRACE_FAST_ENTRY fntrace_bare_fast_entry, "[rsp + 80]", {fallback_entry}, 1, 1
 
     // The fast exit path (function_graph, XRay return sleds, patched as
     // `call slot; ret`): r11 is the slot's data word, the function's frame
@@ -504,63 +534,6 @@ fntrace_return_slow:
     pop rbp
     jmp r11
     .size fntrace_return_slow, . - fntrace_return_slow
-
-    // function_graph's fast entry at a bare site (`bare.rs`): as
-    // FNTRACE_FAST_ENTRY, but every register is kept — r10 and r11 too:
-    // the function's callers may keep values in them across the call
-    // (gcc's -fipa-ra) — and there is no slot: the detour calls here
-    // through its word W, and the frame word is the third of its words
-    // (W + 16), found from the detour's own call displacement. The return
-    // goes to fntrace_return_bare. Falls back to the bare generic routine,
-    // which takes the ops from W + 8.
-    .text
-    .p2align 4
-    .globl fntrace_bare_fast_entry
-    .hidden fntrace_bare_fast_entry
-    .type fntrace_bare_fast_entry, @function
-fntrace_bare_fast_entry:
-    push r10
-    push r11
-    mov r11, [rsp + 16]
-    movsxd r10, dword ptr [r11 - 4]
-    add r11, r10
-    mov r11, [r11 + 16]
-    FNTRACE_SAVE
-    push r9
-    mov r8, [rsp + 80]
-1:
-    FNTRACE_CURSOR 8f, rdi, edi, r9, r9d
-    FNTRACE_DEPTH rsi, rdi
-    cmp rsi, {shadow_bytes}
-    jae 8f
-    FNTRACE_FRAME rsi
-    lea rdx, [rsp + 80]
-    cmp [rsi - 64], rdx
-    jbe 8f
-    mov [rsi], rdx
-    mov [rsi + 32], r11
-    mov [rsi + 8], r8
-    lea rax, [rip + fntrace_return_bare]
-    mov [rsp + 80], rax
-    FNTRACE_DELTA 8f
-    lea edx, [r11 * 8]
-    or rdx, rax
-    mov rsi, rdi
-    add rsi, [rip + {step_push}]
-    FNTRACE_COMMIT rdi, rsi, rdx, "[r9]"
-    pop r9
-    FNTRACE_RESTORE
-    pop r11
-    pop r10
-    ret
-8:
-    mov [rsp + 80], r8
-    pop r9
-    FNTRACE_RESTORE
-    pop r11
-    pop r10
-    jmp {bare_entry}
-    .size fntrace_bare_fast_entry, . - fntrace_bare_fast_entry
 
     // The fast return of bare functions: as fntrace_return_to_handler,
     // but the registers it uses are kept (the callers of such a function
