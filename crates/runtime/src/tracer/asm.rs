@@ -476,64 +476,8 @@ fntrace_return_to_handler:
 8:
     mov rax, r8
     mov rdx, r11
-    jmp fntrace_return_slow
+    jmp fntrace_return_all
     .size fntrace_return_to_handler, . - fntrace_return_to_handler
-
-    .text
-    .p2align 4
-    .globl fntrace_return_slow
-    .hidden fntrace_return_slow
-    .type fntrace_return_slow, @function
-    nop
-fntrace_return_slow:
-    // The stack need not be aligned here (the ABI aligns it at calls, not
-    // after returns): align it, keeping the old one in rbp.
-    push rbp
-    mov rbp, rsp
-    and rsp, -16
-    sub rsp, 96
-    mov [rsp], rax
-    mov [rsp + 8], rdx
-    // ymm only if the CPU has AVX and (where XINUSE can be read) the
-    // upper halves are in use: see FNTRACE_SAVE_VECS in routines.rs.
-    mov dword ptr [rsp + 80], 0
-    cmp byte ptr [rip + {avx}], 0
-    je 1f
-    mov dword ptr [rsp + 80], 4
-    cmp byte ptr [rip + {xinuse}], 0
-    je 5f
-    mov ecx, 1
-    xgetbv
-    mov [rsp + 80], eax
-5:
-    test byte ptr [rsp + 80], 4
-    jz 1f
-    vmovdqu [rsp + 16], ymm0
-    vmovdqu [rsp + 48], ymm1
-    jmp 2f
-1:
-    movdqu [rsp + 16], xmm0
-    movdqu [rsp + 48], xmm1
-2:
-    // The slot the function returned from: just below the stack on entry.
-    mov rdi, rbp
-    call {ret}
-    mov r11, rax
-    test byte ptr [rsp + 80], 4
-    jz 3f
-    vmovdqu ymm0, [rsp + 16]
-    vmovdqu ymm1, [rsp + 48]
-    jmp 4f
-3:
-    movdqu xmm0, [rsp + 16]
-    movdqu xmm1, [rsp + 48]
-4:
-    mov rax, [rsp]
-    mov rdx, [rsp + 8]
-    mov rsp, rbp
-    pop rbp
-    jmp r11
-    .size fntrace_return_slow, . - fntrace_return_slow
 
     // The fast return of bare functions: as fntrace_return_to_handler,
     // but the registers it uses are kept (the callers of such a function
@@ -601,11 +545,12 @@ fntrace_return_bare:
     jmp fntrace_return_all
     .size fntrace_return_bare, . - fntrace_return_bare
 
-    // The return trampoline of functions no compiler prepared (bare
-    // sites): their callers may keep values in any register across the
-    // call (gcc's -fipa-ra), so, unlike the others, it keeps every
-    // register — the general ones and all sixteen vector registers — and
-    // takes the slow path (`graph_return`), which serves both tracers. The
+    // The slow return trampoline, where every fast return path goes for
+    // anything unusual, and the return of functions no compiler prepared
+    // (bare sites), whose callers may keep values in any register across
+    // the call (gcc's -fipa-ra): it keeps every register — the general
+    // ones and all sixteen vector registers — and calls `graph_return`,
+    // which serves both tracers. The
     // real return address is left just below the stack (the red zone,
     // which signal frames skip) for the final jump, every register being
     // the function's.
@@ -887,7 +832,7 @@ fntrace_profile_return:
 8:
     mov rax, r8
     pop rdx
-    jmp fntrace_return_slow
+    jmp fntrace_return_all
     .size fntrace_profile_return, . - fntrace_profile_return
 "#,
     bare_entry = sym crate::routines::fntrace_bare_entry,
