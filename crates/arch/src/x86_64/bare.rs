@@ -31,7 +31,7 @@ use thiserror::Error;
 mod detour;
 mod landing;
 
-pub use detour::{detour, Detour, DETOUR_MAX};
+pub use detour::{detour, guarded_detour, Detour, DETOUR_MAX, GUARD_WORDS};
 pub use landing::{jump, landing_fits, landing_window, next_landing};
 
 /// `endbr64`, skipped: the patch starts after it.

@@ -9,6 +9,12 @@
 //! address (so it stays in the copy), a displaced call's `push` at its
 //! literal's, and everything else keeps its absolute target — even one
 //! that lies in `D` (`lea rdi, [rip+f]` must still give `f`, not the copy).
+//!
+//! A library function's detour starts with a guard ([`guarded_detour`]):
+//! it skips the call through `W` when the caller's return address lies in
+//! one of two ranges kept in words after `W`, so that the same detour
+//! traces only the program's calls into the library, or every caller but
+//! the library itself and the runtime, by two stores.
 
 use std::collections::BTreeSet;
 
@@ -28,7 +34,16 @@ use super::{check_movable, direct_target, ends_flow, unmovable, BareEntry, Refus
 /// 8-byte literal (only the last instruction can be a call: the others
 /// are shorter than 5 bytes): 6 + 75 + 5 + 7 + 8 = 101. `detour` checks
 /// it all the same.
-pub const DETOUR_MAX: usize = 128;
+/// The guard adds at most 90 bytes (15 instructions: 3 loads of 5 bytes,
+/// 6 of 7, 3 branches of at most 6, and 4 one-byte ones).
+pub const DETOUR_MAX: usize = 224;
+
+/// Where the guard's words are, after `W`: ranges A, B and T, each a start
+/// and a length (`W + GUARD_WORDS + 16 * k` and `+ 8`). `r` lies in a
+/// range when `r - start < length`, unsigned: a length of 0 is no range,
+/// and one that wraps around (`start` above the end) is everything outside
+/// `[end, start)`.
+pub const GUARD_WORDS: u64 = 32;
 
 /// Length of `call *W(%rip)`.
 const CALL_WORD_LEN: u64 = 6;
@@ -60,9 +75,43 @@ struct Piece {
 /// `word`. Correct for any `at`; refused ([`Refusal::Reach`]) when a
 /// target is out of `rel32` reach of the detour.
 pub fn detour(entry: &BareEntry, at: u64, word: u64) -> Result<Detour, Refusal> {
+    build(entry, at, word, false)
+}
+
+/// [`detour`] with a guard before the call through `word`, which every
+/// register but the flags survives (the flags are dead at an entry). The
+/// caller, by its return address `r`, is skipped when it lies in range A
+/// or B and not in range T (the tracer's return trampolines: a function
+/// whose return was hijacked tail-calls here), a range being a start and
+/// a length in the words after `W` ([`GUARD_WORDS`]: A, B, T):
+///
+/// ```text
+///     push rax
+///     mov  rax, [rsp+8]            ; r
+///     sub  rax, [A.start]
+///     cmp  rax, [A.length]
+///     jb   1f                      ; in A
+///     mov  rax, [rsp+8]
+///     sub  rax, [B.start]
+///     cmp  rax, [B.length]
+/// 1:  jae  2f                      ; in neither: traced
+///     mov  rax, [rsp+8]
+///     sub  rax, [T.start]
+///     cmp  rax, [T.length]
+///     cmc                          ; CF: not in T
+/// 2:  pop  rax                     ; the flags stay
+///     jb   copy                    ; skipped
+///     call [rip+W]
+/// copy: ...
+/// ```
+pub fn guarded_detour(entry: &BareEntry, at: u64, word: u64) -> Result<Detour, Refusal> {
+    build(entry, at, word, true)
+}
+
+fn build(entry: &BareEntry, at: u64, word: u64, guard: bool) -> Result<Detour, Refusal> {
     let copied = copied(entry)?;
     let last = copied.len() - 1;
-    if !fits(word, at.wrapping_add(CALL_WORD_LEN)) {
+    if !fits(word, at.wrapping_add(CALL_WORD_LEN)) || (guard && !fits(word + GUARD_WORDS + 40, at)) {
         return Err(Refusal::Reach {
             at: entry.entry,
             to: word,
@@ -77,7 +126,39 @@ pub fn detour(entry: &BareEntry, at: u64, word: u64) -> Result<Detour, Refusal> 
         insn.set_ip(name);
         Piece { insn, of, resume }
     };
-    let mut code = vec![piece(memory(Op::Call_rm64, word)?, names.next(), 0, false)];
+    let mut code = Vec::new();
+    if guard {
+        let (pop, check_t) = (names.next(), names.next());
+        let (rax, rsp) = (Register::RAX, Register::RSP);
+        let ret = MemoryOperand::with_base_displ(rsp, 8);
+        let err = |_| Refusal::Undecodable { at };
+        let op2 = |op: Op, k: u64| {
+            let word = MemoryOperand::with_base_displ(Register::RIP, (word + GUARD_WORDS + 8 * k) as i64);
+            Instruction::with2(op, rax, word).map_err(err)
+        };
+        let branch = |op: Op, to: u64| Instruction::with_branch(op, to).map_err(err);
+        let load = Instruction::with2(Op::Mov_r64_rm64, rax, ret).map_err(err)?;
+        let guard = [
+            (Instruction::with1(Op::Push_r64, rax).map_err(err)?, names.next()),
+            (load, names.next()),
+            (op2(Op::Sub_r64_rm64, 0)?, names.next()),
+            (op2(Op::Cmp_r64_rm64, 1)?, names.next()),
+            (branch(Op::Jb_rel32_64, check_t)?, names.next()),
+            (load, names.next()),
+            (op2(Op::Sub_r64_rm64, 2)?, names.next()),
+            (op2(Op::Cmp_r64_rm64, 3)?, names.next()),
+            (branch(Op::Jae_rel32_64, pop)?, check_t),
+            (load, names.next()),
+            (op2(Op::Sub_r64_rm64, 4)?, names.next()),
+            (op2(Op::Cmp_r64_rm64, 5)?, names.next()),
+            (Instruction::with(Op::Cmc), names.next()),
+            (Instruction::with1(Op::Pop_r64, rax).map_err(err)?, pop),
+            (branch(Op::Jb_rel32_64, copy_names[0])?, names.next()),
+        ];
+        code.extend(guard.into_iter().map(|(insn, name)| piece(insn, name, 0, false)));
+    }
+    let call_at = code.len();
+    code.push(piece(memory(Op::Call_rm64, word)?, names.next(), 0, false));
     let mut literals = Vec::new();
     for (k, original) in copied.iter().enumerate() {
         // Each target outside the copy must be in reach.
@@ -144,7 +225,7 @@ pub fn detour(entry: &BareEntry, at: u64, word: u64) -> Result<Detour, Refusal> 
         .collect();
     Ok(Detour {
         bytes,
-        call_return: at.wrapping_add(u64::from(offsets[1])),
+        call_return: at.wrapping_add(u64::from(offsets[call_at + 1])),
         resume,
     })
 }

@@ -2,10 +2,12 @@
 //! instruction by instruction with the originals, at places far below and
 //! above the function.
 
-use iced_x86::{Code as Op, Decoder, DecoderOptions, Instruction, Mnemonic};
+use iced_x86::{Code as Op, Decoder, DecoderOptions, Instruction, Mnemonic, Register};
 
 use super::build::{Module, CONFIGS, GCC, SOURCE};
-use super::{analyze, detour, ends_flow, BareEntry, Detour, Refusal, DETOUR_MAX};
+use super::{
+    analyze, detour, ends_flow, guarded_detour, BareEntry, Detour, Refusal, DETOUR_MAX, GUARD_WORDS,
+};
 
 /// Where the tests put detours relative to `e`: in the band a jump with
 /// a boundary at `e+4` reaches (816–832 MiB below), and above the function.
@@ -48,16 +50,78 @@ fn originals(entry: &BareEntry) -> Vec<Instruction> {
 /// and a jump; `resume` at each copy; the jump back to `e+L`; then only
 /// `int3` padding and the literals.
 pub(super) fn verify(entry: &BareEntry, at: u64, word: u64) -> Detour {
-    let d = detour(entry, at, word).unwrap_or_else(|r| panic!("{:#x}: {r}", entry.entry));
+    check(entry, at, word, false)
+}
+
+/// [`verify`] for a guarded detour: first the guard, exactly as
+/// [`guarded_detour`] documents it.
+fn verify_guarded(entry: &BareEntry, at: u64, word: u64) -> Detour {
+    check(entry, at, word, true)
+}
+
+/// The guard at `at`: its instructions, checked one by one; returns where
+/// the call through the word is.
+fn check_guard(bytes: &[u8], at: u64, word: u64) -> u64 {
+    let mut pc = at;
+    let mut next = || {
+        let insn = decode(bytes, at, pc);
+        pc = insn.next_ip();
+        insn
+    };
+    let rip = |insn: &Instruction, code: Op, k: u64| {
+        assert_eq!(insn.code(), code, "{insn}");
+        assert_eq!(insn.ip_rel_memory_address(), word + GUARD_WORDS + 8 * k);
+    };
+    let load = |insn: &Instruction| {
+        assert_eq!(insn.code(), Op::Mov_r64_rm64);
+        assert_eq!(
+            (insn.memory_base(), insn.memory_displacement64()),
+            (Register::RSP, 8)
+        );
+    };
+    assert_eq!(next().code(), Op::Push_r64);
+    load(&next());
+    rip(&next(), Op::Sub_r64_rm64, 0);
+    rip(&next(), Op::Cmp_r64_rm64, 1);
+    let in_a = next();
+    assert_eq!(in_a.mnemonic(), Mnemonic::Jb);
+    load(&next());
+    rip(&next(), Op::Sub_r64_rm64, 2);
+    rip(&next(), Op::Cmp_r64_rm64, 3);
+    let neither = next();
+    assert_eq!(neither.mnemonic(), Mnemonic::Jae);
+    assert_eq!(in_a.near_branch_target(), neither.ip());
+    load(&next());
+    rip(&next(), Op::Sub_r64_rm64, 4);
+    rip(&next(), Op::Cmp_r64_rm64, 5);
+    assert_eq!(next().code(), Op::Cmc);
+    let pop = next();
+    assert_eq!((pop.code(), pop.op0_register()), (Op::Pop_r64, Register::RAX));
+    assert_eq!(neither.near_branch_target(), pop.ip());
+    let skip = next();
+    assert_eq!(skip.mnemonic(), Mnemonic::Jb);
+    // Past the call through the word: to the copy.
+    assert_eq!(skip.near_branch_target(), pc + 6);
+    pc
+}
+
+fn check(entry: &BareEntry, at: u64, word: u64, guard: bool) -> Detour {
+    let made = if guard {
+        guarded_detour(entry, at, word)
+    } else {
+        detour(entry, at, word)
+    };
+    let d = made.unwrap_or_else(|r| panic!("{:#x}: {r}", entry.entry));
     let bytes = &d.bytes;
     assert!(bytes.len() <= DETOUR_MAX);
-    let call = decode(bytes, at, at);
+    let call_at = if guard { check_guard(bytes, at, word) } else { at };
+    let call = decode(bytes, at, call_at);
     assert_eq!((call.code(), call.len()), (Op::Call_rm64, 6));
     assert_eq!(call.ip_rel_memory_address(), word);
-    assert_eq!(d.call_return, at + 6);
+    assert_eq!(d.call_return, call_at + 6);
 
     let originals = originals(entry);
-    let (mut pc, mut resume, mut branches, mut literals) = (at + 6, Vec::new(), Vec::new(), Vec::new());
+    let (mut pc, mut resume, mut branches, mut literals) = (call_at + 6, Vec::new(), Vec::new(), Vec::new());
     for original in &originals {
         resume.push((original.ip(), pc));
         let copy = decode(bytes, at, pc);
@@ -136,6 +200,7 @@ fn every_accepted_function_relocates() {
             };
             for at in places(&entry) {
                 verify(&entry, at, word_for(at));
+                verify_guarded(&entry, at, word_for(at));
             }
             checked += 1;
         }
