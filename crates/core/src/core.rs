@@ -4,10 +4,12 @@
 //! `ftrace_update_record`). The site records carry the runtime's data
 //! (`D`), which only the runtime reads and writes ([`Core::data_mut`]).
 
+use std::sync::Arc;
+
 use fntrace_filter::{Filter, Names};
 
 use crate::decide::{bits, decide};
-use crate::model::{Change, Module, ModuleId, Ops, OpsFlags, OpsId, Role, MAX_OPS};
+use crate::model::{Change, Module, ModuleId, Ops, OpsFlags, OpsId, Role, Target, MAX_OPS};
 
 /// Why the core refused a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -102,9 +104,14 @@ impl<D> Core<D> {
                 .collect();
             functions.sort_unstable();
             functions.dedup();
+            let ops = Ops {
+                flags: OpsFlags::default(),
+                filter: filter.clone(),
+                notrace: Filter::default(),
+            };
             functions
                 .into_iter()
-                .any(|f| with_names(m, f, |names| filter.selects(names)))
+                .any(|f| choose(&ops, true, m, f) != Choice::No)
         })
     }
 
@@ -118,6 +125,42 @@ impl<D> Core<D> {
             self.select(id, ops, true);
         }
         (id, self.changes(Some(id)))
+    }
+
+    /// Marks functions of an opt-in module as imported by another module
+    /// (loaded after it); returns the changes the registered ops want.
+    pub fn mark_imported(&mut self, id: ModuleId, functions: &[usize]) -> Vec<Change> {
+        let Some(Some(m)) = self.modules.get_mut(id) else {
+            return Vec::new();
+        };
+        let mut new = false;
+        for &f in functions.iter().filter(|&&f| f < m.functions.len()) {
+            if m.imported.len() < m.functions.len() {
+                m.imported.resize(m.functions.len(), false);
+            }
+            new |= !std::mem::replace(&mut m.imported[f], true);
+        }
+        if !new {
+            return Vec::new();
+        }
+        let registered: Vec<OpsId> = self.registered().collect();
+        for ops in registered {
+            self.select(id, ops, true);
+        }
+        self.changes(Some(id))
+    }
+
+    /// Gives function `f` of module `id` another name (one discovery could
+    /// not find, known otherwise: an import's).
+    pub fn rename(&mut self, id: ModuleId, f: usize, name: Arc<str>) {
+        if let Some(Some(m)) = self.modules.get_mut(id) {
+            if let Some(slot) = m.functions.get_mut(f) {
+                *slot = name;
+                if let Some(cached) = m.demangled.get_mut(f) {
+                    *cached = None;
+                }
+            }
+        }
     }
 
     /// Forgets a module (unloaded: its code is gone, nothing to patch).
@@ -193,6 +236,7 @@ impl<D> Core<D> {
                 if applied {
                     site.in_effect = change.to;
                     site.published = change.wanted;
+                    site.guarded = change.guarded;
                 } else {
                     site.in_effect = change.from;
                     site.failed = true;
@@ -217,12 +261,15 @@ impl<D> Core<D> {
         };
         let bit = 1u64 << id;
         let ops = self.ops[id as usize].as_ref();
-        let everything = ops.is_some_and(|o| want && o.filter.selects_everything() && o.notrace.is_empty());
-        let chosen: Vec<bool> = match ops {
-            Some(ops) if want && !everything => (0..m.functions.len()).map(|f| selects(ops, m, f)).collect(),
+        let everything =
+            !m.opt_in && ops.is_some_and(|o| want && o.filter.selects_everything() && o.notrace.is_empty());
+        let flags = self.flags[id as usize];
+        let chosen: Vec<Choice> = match ops {
+            Some(ops) if want && !everything => (0..m.functions.len())
+                .map(|f| choose(ops, flags.libcalls, m, f))
+                .collect(),
             _ => Vec::new(),
         };
-        let flags = self.flags[id as usize];
         // IPMODIFY is exclusive: never share a function with another one.
         let exclusive: u64 = if flags.ipmodify {
             (0..MAX_OPS)
@@ -231,22 +278,33 @@ impl<D> Core<D> {
         } else {
             0
         };
-        for site in &mut m.sites {
+        if m.opt_in && m.unguarded.len() != m.sites.len() {
+            m.unguarded.resize(m.sites.len(), 0);
+        }
+        for (i, site) in m.sites.iter_mut().enumerate() {
             let role_ok = match site.role {
                 Role::Entry | Role::Mcount => flags.entry,
                 Role::Exit => flags.exit,
             };
-            let on = want
-                && role_ok
-                && site.wanted & exclusive == 0
-                && (everything
-                    || site
-                        .function
-                        .is_some_and(|f| chosen.get(f as usize).copied().unwrap_or(false)));
+            let choice = if everything {
+                Choice::Plain
+            } else {
+                site.function
+                    .and_then(|f| chosen.get(f as usize).copied())
+                    .unwrap_or(Choice::No)
+            };
+            let on = want && role_ok && site.wanted & exclusive == 0 && choice != Choice::No;
             if on {
                 site.wanted |= bit;
             } else {
                 site.wanted &= !bit;
+            }
+            if let Some(unguarded) = m.unguarded.get_mut(i) {
+                if on && choice == Choice::Plain {
+                    *unguarded |= bit;
+                } else {
+                    *unguarded &= !bit;
+                }
             }
         }
     }
@@ -268,13 +326,17 @@ impl<D> Core<D> {
             }
             for (i, site) in module.sites.iter().enumerate() {
                 let to = decide(site.wanted, &self.flags);
-                if (to != site.in_effect || site.wanted != site.published) && !site.failed {
+                let unguarded = module.unguarded.get(i).copied().unwrap_or(0);
+                let guarded = module.opt_in && site.wanted != 0 && site.wanted & unguarded == 0;
+                let moved = to != site.in_effect || site.wanted != site.published;
+                if (moved || (to != Target::Nop && guarded != site.guarded)) && !site.failed {
                     out.push(Change {
                         module: id,
                         site: i,
                         from: site.in_effect,
                         to,
                         wanted: site.wanted,
+                        guarded,
                     });
                 }
             }
@@ -293,11 +355,12 @@ impl<D> Core<D> {
             .filter(|&o| o != id && self.flags[o as usize].ipmodify)
             .fold(0, |mask, o| mask | 1 << o);
         let ops = self.ops[id as usize].clone().expect("registered");
+        let flags = self.flags[id as usize];
         for m in self.modules.iter_mut().flatten() {
             for i in 0..m.sites.len() {
                 let (function, wanted) = (m.sites[i].function, m.sites[i].wanted);
                 let Some(f) = function else { continue };
-                if wanted & others != 0 && selects(&ops, m, f as usize) {
+                if wanted & others != 0 && choose(&ops, flags.libcalls, m, f as usize) != Choice::No {
                     return Err(CoreError::Busy {
                         function: m.functions[f as usize].to_string(),
                     });
@@ -308,14 +371,48 @@ impl<D> Core<D> {
     }
 }
 
-/// Whether `ops` selects function `f` of module `m`.
-fn selects<D>(ops: &Ops, m: &mut Module<D>, f: usize) -> bool {
-    if ops.filter.selects_everything() && ops.notrace.is_empty() {
-        return true;
+/// How an ops selects a function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Choice {
+    /// Not at all.
+    No,
+    /// As any function: every call traced.
+    Plain,
+    /// As a library call (an opt-in module's imported function): behind
+    /// its guard.
+    Libcall,
+}
+
+/// How `ops` selects function `f` of module `m`; `libcalls`: whether it
+/// wants library calls. In an opt-in module only a pattern that names the
+/// module selects plainly.
+fn choose<D>(ops: &Ops, libcalls: bool, m: &mut Module<D>, f: usize) -> Choice {
+    if !m.opt_in {
+        if ops.filter.selects_everything() && ops.notrace.is_empty() {
+            return Choice::Plain;
+        }
+        return match with_names(m, f, |names| selected(ops, names)) {
+            true => Choice::Plain,
+            false => Choice::No,
+        };
     }
+    let imported = libcalls && m.imported.get(f).copied().unwrap_or(false);
     with_names(m, f, |names| {
-        ops.filter.selects(names) && (ops.notrace.is_empty() || !ops.notrace.selects(names))
+        if !selected(ops, names) {
+            Choice::No
+        } else if ops.filter.names_module(names) {
+            Choice::Plain
+        } else if imported {
+            Choice::Libcall
+        } else {
+            Choice::No
+        }
     })
+}
+
+/// Whether `ops`'s filter and notrace set select a function by its names.
+fn selected(ops: &Ops, names: &Names<'_>) -> bool {
+    ops.filter.selects(names) && (ops.notrace.is_empty() || !ops.notrace.selects(names))
 }
 
 /// `body` given the names of function `f` of module `m` (demangling its

@@ -25,6 +25,10 @@ pub struct OpsFlags {
     pub entry: bool,
     /// The ops has an exit callback: it wants exit sites.
     pub exit: bool,
+    /// The ops wants library calls: in an opt-in module, the functions
+    /// other modules import that its filter selects by name, each behind
+    /// its guard ([`Module::opt_in`]).
+    pub libcalls: bool,
 }
 
 impl OpsFlags {
@@ -95,6 +99,8 @@ pub struct SiteRecord<D = ()> {
     pub published: u64,
     /// A patch of this site failed: it is left alone from now on.
     pub failed: bool,
+    /// Whether its guard is in effect (a site of an opt-in module).
+    pub guarded: bool,
     /// The runtime's part of the record.
     pub data: D,
 }
@@ -117,6 +123,7 @@ impl<D> SiteRecord<D> {
             in_effect: Target::Nop,
             published: 0,
             failed: false,
+            guarded: false,
             data,
         }
     }
@@ -137,6 +144,18 @@ pub struct Module<D = ()> {
     pub functions: Vec<Arc<str>>,
     /// Its sites, in the runtime's order.
     pub sites: Vec<SiteRecord<D>>,
+    /// A library whose functions no compiler prepared: a filter selects
+    /// them only by a pattern that names the module (`*:mod:libz`), and an
+    /// ops that wants library calls selects the ones other modules import
+    /// ([`Module::imported`]) by name, guarded so that only the calls the
+    /// runtime's libcall mode allows reach it.
+    pub opt_in: bool,
+    /// Per function: another module calls it through an import (empty: none).
+    pub imported: Vec<bool>,
+    /// Per site of an opt-in module (empty otherwise): the ops that want it
+    /// without its guard, by a pattern naming the module. A site is guarded
+    /// when none of the ops that want it is among them.
+    pub unguarded: Vec<u64>,
     /// Demangled names (and names without parameters), made when a filter
     /// first needs them (empty until then: a filter that selects
     /// everything never does, and 100,000 empty entries are 1,200 pages).
@@ -148,6 +167,9 @@ impl<D> Module<D> {
     pub fn new<F: Into<Arc<str>>>(name: &str, functions: Vec<F>, sites: Vec<SiteRecord<D>>) -> Module<D> {
         Module {
             name: name.to_string(),
+            opt_in: false,
+            imported: Vec::new(),
+            unguarded: Vec::new(),
             demangled: Vec::new(),
             functions: functions.into_iter().map(Into::into).collect(),
             sites,
@@ -169,4 +191,6 @@ pub struct Change {
     pub to: Target,
     /// The ops that want it once the change is made.
     pub wanted: u64,
+    /// Whether its guard is on once the change is made.
+    pub guarded: bool,
 }

@@ -263,3 +263,99 @@ fn selects_any_asks_of_functions_with_sites() {
     assert!(!core.selects_any(&filter(&["lonely"])));
     assert!(!core.selects_any(&filter(&["main:mod:liby"])));
 }
+
+/// `libc.so.6`, opt-in: `printf`, `malloc`, `qsort` (imported by the
+/// program) and `_IO_internal` (not), one entry site each.
+fn library() -> Module {
+    let functions = ["printf", "malloc", "qsort", "_IO_internal"]
+        .map(String::from)
+        .to_vec();
+    let sites = (0..4).map(|f| SiteRecord::new(Some(f), Role::Entry)).collect();
+    let mut m = Module::new("libc.so.6", functions, sites);
+    m.opt_in = true;
+    m.imported = vec![true, true, true, false];
+    m
+}
+
+fn libcall_ops(patterns: &[&str], notrace: &[&str]) -> Ops {
+    let mut o = ops(patterns);
+    o.flags.libcalls = true;
+    o.notrace = filter(notrace);
+    o
+}
+
+/// (wanted, guarded) per site once the changes are applied.
+fn guards(core: &Core, module: ModuleId) -> Vec<(bool, bool)> {
+    core.module(module)
+        .unwrap()
+        .sites
+        .iter()
+        .map(|s| (s.wanted != 0, s.guarded))
+        .collect()
+}
+
+#[test]
+fn an_opt_in_library_is_selected_by_its_module_or_as_library_calls() {
+    let mut core = Core::new();
+    let (lib, _) = core.add_module(library());
+    // No filter, no library calls: nothing in the library.
+    let (a, changes) = core.register(ops(&[])).unwrap();
+    assert!(changes.is_empty());
+    core.unregister(a).unwrap();
+    // Library calls: the imported functions, guarded; `_IO_internal` not.
+    let (a, changes) = core.register(libcall_ops(&[], &["malloc"])).unwrap();
+    apply(&mut core, &changes);
+    assert_eq!(
+        guards(&core, lib),
+        [(true, true), (false, false), (true, true), (false, false)]
+    );
+    // A name selects the library call of that name only.
+    let changes = core.set_filter(a, filter(&["qsort"]), Filter::default()).unwrap();
+    apply(&mut core, &changes);
+    assert_eq!(
+        guards(&core, lib),
+        [(false, false), (false, false), (true, true), (false, false)]
+    );
+    // `:mod:` selects plainly, internal functions too; the guard comes off
+    // the imported one without a change of target.
+    let changes = core
+        .set_filter(a, filter(&["*:mod:libc"]), Filter::default())
+        .unwrap();
+    assert!(changes
+        .iter()
+        .any(|c| c.site == 2 && c.from == c.to && !c.guarded));
+    apply(&mut core, &changes);
+    assert_eq!(guards(&core, lib), [(true, false); 4]);
+    // A second ops wanting qsort as a library call: still unguarded (one
+    // ops wants every call).
+    let (b, changes) = core.register(libcall_ops(&["qsort"], &[])).unwrap();
+    apply(&mut core, &changes);
+    assert_eq!(guards(&core, lib)[2], (true, false));
+    core.unregister(a).map(|c| apply(&mut core, &c)).unwrap();
+    assert_eq!(
+        guards(&core, lib),
+        [(false, false), (false, false), (true, true), (false, false)]
+    );
+    core.unregister(b).map(|c| apply(&mut core, &c)).unwrap();
+    // A pattern for another module selects nothing here.
+    let (_, changes) = core.register(libcall_ops(&["*:mod:prog"], &[])).unwrap();
+    assert!(changes.is_empty());
+}
+
+#[test]
+fn imports_marked_later_select_their_functions() {
+    let mut core = Core::new();
+    let mut m = library();
+    m.imported.clear();
+    let (lib, _) = core.add_module(m);
+    let (_, changes) = core.register(libcall_ops(&[], &[])).unwrap();
+    assert!(changes.is_empty());
+    let changes = core.mark_imported(lib, &[3]);
+    assert_eq!(changes.len(), 1);
+    assert!(changes[0].guarded && changes[0].site == 3);
+    apply(&mut core, &changes);
+    assert!(core.mark_imported(lib, &[3]).is_empty());
+    assert!(core.selects_any(&filter(&["_IO_internal"])));
+    assert!(!core.selects_any(&filter(&["printf"])));
+    assert!(core.selects_any(&filter(&["printf:mod:libc"])));
+}

@@ -226,17 +226,31 @@ impl Filter {
 
     /// True if the filter selects the function with these names.
     pub fn selects(&self, names: &Names<'_>) -> bool {
-        let hit = |rule: &Rule| {
-            rule.module
-                .as_ref()
-                .is_none_or(|m| module_matches(m, names.module))
-                && (rule.name.matches(names.symbol)
-                    || rule.name.matches(names.demangled)
-                    || names.base.is_some_and(|b| rule.name.matches(b)))
-        };
+        let hit = |rule: &Rule| rule.hits(names);
         let mut adds = self.rules.iter().filter(|r| !r.remove).peekable();
         let added = adds.peek().is_none() || adds.any(hit);
         added && !self.rules.iter().filter(|r| r.remove).any(hit)
+    }
+
+    /// True if a pattern that names a module (`PATTERN:mod:MODULE`, not a
+    /// removal) matches the function: it was asked for by its module, as
+    /// a library's own functions are.
+    pub fn names_module(&self, names: &Names<'_>) -> bool {
+        self.rules
+            .iter()
+            .any(|r| !r.remove && r.module.is_some() && r.hits(names))
+    }
+}
+
+impl Rule {
+    /// Whether the rule's patterns match the function, whatever `remove`.
+    fn hits(&self, names: &Names<'_>) -> bool {
+        self.module
+            .as_ref()
+            .is_none_or(|m| module_matches(m, names.module))
+            && (self.name.matches(names.symbol)
+                || self.name.matches(names.demangled)
+                || names.base.is_some_and(|b| self.name.matches(b)))
     }
 }
 
