@@ -30,6 +30,11 @@ const NEVER: &[(&str, &str)] = &[
     ("__sigsetjmp", "returns twice (setjmp)"),
     ("getcontext", "returns twice (getcontext)"),
     ("__getcontext", "returns twice (getcontext)"),
+    ("swapcontext", "returns on another context's stack (swapcontext)"),
+    (
+        "__swapcontext",
+        "returns on another context's stack (swapcontext)",
+    ),
     ("clone", "clone: the child returns on a new stack"),
     ("__clone", "clone: the child returns on a new stack"),
     ("__clone3", "clone: the child returns on a new stack"),
@@ -41,7 +46,16 @@ const NEVER: &[(&str, &str)] = &[
         "_start",
         "entered by the kernel: [rsp] is argc, not a return address",
     ),
+    ("_Unwind_Resume", UNWINDER),
+    ("_Unwind_Resume_or_Rethrow", UNWINDER),
+    ("_Unwind_RaiseException", UNWINDER),
+    ("_Unwind_ForcedUnwind", UNWINDER),
+    ("_Unwind_Backtrace", UNWINDER),
 ];
+
+/// Why the unwinder's entry points are never patched.
+const UNWINDER: &str =
+    "the unwinder: it starts its walk from its own return address, read before anything can put it back";
 
 /// Whether `binary` (as discovery found it in `image`) gets bare sites:
 /// an x86-64 executable or shared library with no compiler entry site.
@@ -164,7 +178,9 @@ fn skipped(image: &Image<'_>, f: &Function) -> Option<String> {
             "in {section}: pieces of crti.o, crtn.o and others, run once"
         ));
     }
-    if let Some((_, reason)) = NEVER.iter().find(|(name, _)| **name == *f.name) {
+    // A debug file's symbol table may give the version (`name@@GCC_3.0`).
+    let unversioned = f.name.split('@').next().unwrap_or(&f.name);
+    if let Some((_, reason)) = NEVER.iter().find(|(name, _)| *name == unversioned) {
         return Some(format!("never patched: {reason}"));
     }
     if is_cold_part(&f.name) {

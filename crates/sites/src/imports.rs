@@ -5,7 +5,7 @@
 //! entry points.
 
 use object::elf::{EM_X86_64, R_X86_64_GLOB_DAT, R_X86_64_JUMP_SLOT};
-use object::{Object, ObjectSymbol, ObjectSymbolTable, SymbolIndex};
+use object::{Object, ObjectSymbol, ObjectSymbolTable, SymbolIndex, SymbolKind};
 
 use crate::dynrel;
 use crate::error::Result;
@@ -25,11 +25,7 @@ pub struct Import {
 /// machines or without dynamic symbols.
 pub fn imports(data: &[u8], names: &[&str]) -> Result<Vec<Import>> {
     let image = Image::parse(data)?;
-    let is_x86_64 = match &image.file {
-        object::File::Elf64(f) => f.elf_header().e_machine.get(f.endian()) == EM_X86_64,
-        _ => false,
-    };
-    let Some(dynsyms) = image.file.dynamic_symbol_table().filter(|_| is_x86_64) else {
+    let Some(dynsyms) = x86_64_dynamic_symbols(&image) else {
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
@@ -48,4 +44,46 @@ pub fn imports(data: &[u8], names: &[&str]) -> Result<Vec<Import>> {
         }
     });
     Ok(out)
+}
+
+/// The names of every function `data` (an x86-64 ELF file) calls in
+/// other modules through a GOT slot (`JUMP_SLOT` or `GLOB_DAT` against an
+/// undefined function symbol): PLT calls, `-fno-plt`/`-z now` calls and
+/// Rust's `call *f@GOTPCREL` alike. Each name once, in slot order. Empty
+/// for files of other machines or without dynamic symbols.
+pub fn function_imports(data: &[u8]) -> Result<Vec<String>> {
+    let image = Image::parse(data)?;
+    let Some(dynsyms) = x86_64_dynamic_symbols(&image) else {
+        return Ok(Vec::new());
+    };
+    let mut out: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    dynrel::for_each(&image, |reloc| {
+        if reloc.symbol == 0 || ![R_X86_64_JUMP_SLOT.0, R_X86_64_GLOB_DAT.0].contains(&reloc.r_type) {
+            return;
+        }
+        let Ok(symbol) = dynsyms.symbol_by_index(SymbolIndex(reloc.symbol as usize)) else {
+            return;
+        };
+        let function = matches!(symbol.kind(), SymbolKind::Text | SymbolKind::Unknown);
+        if !symbol.is_undefined() || !function {
+            return;
+        }
+        if let Ok(name) = symbol.name() {
+            if !name.is_empty() && seen.insert(name) {
+                out.push(name.to_string());
+            }
+        }
+    });
+    Ok(out)
+}
+
+/// The dynamic symbols of an x86-64 ELF file; `None` for other machines
+/// or a file without them.
+fn x86_64_dynamic_symbols<'i, 'd>(image: &'i Image<'d>) -> Option<object::read::SymbolTable<'d, 'i>> {
+    let is_x86_64 = match &image.file {
+        object::File::Elf64(f) => f.elf_header().e_machine.get(f.endian()) == EM_X86_64,
+        _ => false,
+    };
+    image.file.dynamic_symbol_table().filter(|_| is_x86_64)
 }

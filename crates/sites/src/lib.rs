@@ -47,7 +47,7 @@ pub use code::Code;
 pub use dynamic::Dynamic;
 pub use error::{Error, Result};
 pub use fntrace_arch::hex;
-pub use imports::{imports, Import};
+pub use imports::{function_imports, imports, Import};
 pub use model::{Binary, FileKind, Form, Function, Rejected, Site, SiteKind, SledKind, Source, Unpatchable};
 
 use classify::Context;

@@ -116,6 +116,13 @@ pub mod bare {
             "__clone3",
             "__restore_rt",
             "_start",
+            "swapcontext",
+            "__swapcontext",
+            "_Unwind_Resume",
+            "_Unwind_Resume_or_Rethrow",
+            "_Unwind_RaiseException",
+            "_Unwind_ForcedUnwind",
+            "_Unwind_Backtrace",
         ];
         let cold = symbol.name.ends_with(".cold")
             || symbol
