@@ -77,6 +77,12 @@ pub struct RecordFlags {
     /// Run even if no patchable function is found, or a pattern matches none (code in libraries loaded later).
     #[arg(long)]
     force: bool,
+    /// Do not trace the program's calls into shared libraries (traced by default, as printf(), malloc()).
+    #[arg(long = "no-libcall", conflicts_with = "nest_libcall")]
+    no_libcall: bool,
+    /// Trace calls from one shared library into another too.
+    #[arg(long = "nest-libcall")]
+    nest_libcall: bool,
 }
 
 impl RecordFlags {
@@ -96,6 +102,13 @@ impl RecordFlags {
                 flight_recorder: self.flight_recorder,
                 lossy: self.lossy,
                 force: self.force,
+                libcall: if self.no_libcall {
+                    settings::Libcall::None
+                } else if self.nest_libcall {
+                    settings::Libcall::Nested
+                } else {
+                    settings::Libcall::Program
+                },
             },
             command,
         }

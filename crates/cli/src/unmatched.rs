@@ -15,7 +15,7 @@ use std::path::Path;
 use fntrace_filter::{demangle, first_unmatched, Filter, Names};
 use fntrace_inject::InjectError;
 use fntrace_sites::libraries::{libraries, Search};
-use fntrace_sites::{Binary, Dynamic};
+use fntrace_sites::{Binary, Dynamic, SiteKind};
 
 use crate::cmd::record::Options;
 use crate::launch;
@@ -27,6 +27,12 @@ pub struct Module {
     names: Vec<String>,
     /// Its sites and functions.
     binary: Binary,
+    /// A library no compiler prepared: a pattern selects its functions only
+    /// by naming the module (`*:mod:libz`), as the runtime's core does.
+    opt_in: bool,
+    /// The functions it calls in libraries, by name, when library calls are
+    /// traced: a plain pattern that matches one selects that library call.
+    calls: Vec<String>,
 }
 
 impl Module {
@@ -36,12 +42,21 @@ impl Module {
         if let Some(soname) = soname.filter(|s| *s != names[0]) {
             names.push(soname.to_string());
         }
-        Module { names, binary }
+        let opt_in = false;
+        Module {
+            names,
+            binary,
+            opt_in,
+            calls: Vec::new(),
+        }
     }
 
-    /// The program at `path`, whose sites are `binary`.
-    pub fn of_file(path: &Path, binary: Binary) -> Module {
-        Module::new(path, None, binary)
+    /// The program at `path`, whose sites are `binary`; `libcalls`: its
+    /// library calls are traced.
+    pub fn of_file(path: &Path, binary: Binary, libcalls: bool) -> Module {
+        let mut module = Module::new(path, None, binary);
+        module.calls = if libcalls { calls_of(path) } else { Vec::new() };
+        module
     }
 
     /// Whether `filter` selects one of its patchable functions.
@@ -55,12 +70,21 @@ impl Module {
                 let demangled = f.demangled();
                 let base = demangle::demangle_without_params(&f.name);
                 self.names.iter().any(|module| {
-                    filter.selects(&Names {
+                    let names = Names {
                         symbol: &f.name,
                         demangled: &demangled,
                         base: base.as_deref(),
                         module,
-                    })
+                    };
+                    filter.selects(&names) && (!self.opt_in || filter.names_module(&names))
+                })
+            })
+            || self.calls.iter().any(|name| {
+                filter.selects(&Names {
+                    symbol: name,
+                    demangled: name,
+                    base: None,
+                    module: "",
                 })
             })
     }
@@ -91,9 +115,27 @@ pub fn first(options: &Options, modules: &[Module]) -> Option<(&'static str, Str
     })
 }
 
+/// The functions the ELF file at `path` calls in libraries, by name.
+fn calls_of(path: &Path) -> Vec<String> {
+    crate::output::read_input(path)
+        .ok()
+        .and_then(|data| fntrace_sites::function_imports(&data).ok())
+        .unwrap_or_default()
+}
+
+/// Whether a pattern of `options` names a module (`PATTERN:mod:MODULE`):
+/// only then are the libraries no compiler prepared read whole.
+pub fn names_modules(options: &Options) -> bool {
+    patterns(options)
+        .iter()
+        .flat_map(|(_, p)| p)
+        .any(|p| p.contains(":mod:"))
+}
+
 /// The libraries with patchable sites that the ELF file `program` loads
-/// when it starts, with the environment fntrace passes it.
-pub fn libraries_of(program: &Path) -> Vec<Module> {
+/// when it starts, with the environment fntrace passes it; `bare`: with
+/// those no compiler prepared (every x86-64 library), read whole.
+pub fn libraries_of(program: &Path, bare: bool) -> Vec<Module> {
     let Some(dynamic) = dynamic(program) else {
         return Vec::new();
     };
@@ -103,19 +145,22 @@ pub fn libraries_of(program: &Path) -> Vec<Module> {
     );
     libraries(program, &dynamic, &search)
         .into_iter()
-        .filter(|l| l.dynamic.may_have_sites)
+        .filter(|l| bare || l.dynamic.may_have_sites)
         .filter_map(|l| {
-            let binary = discover(&l.path, false)?;
-            Some(Module::new(&l.path, l.dynamic.soname.as_deref(), binary))
+            let binary = discover(&l.path, bare)?;
+            let mut module = Module::new(&l.path, l.dynamic.soname.as_deref(), binary);
+            module.opt_in = module.binary.sites.iter().all(|s| s.kind == SiteKind::Bare);
+            Some(module)
         })
         .collect()
 }
 
 /// The modules with patchable sites that process `pid` has mapped: its
-/// executable (discovered whole, as `record` does its program) and the
-/// libraries whose headers show they may have sites; not the loader nor
-/// the runtime.
-pub fn modules_of_process(pid: i32) -> Result<Vec<Module>, InjectError> {
+/// executable (discovered whole, as `record` does its program, with its
+/// library calls if `libcalls`) and the libraries whose headers show they
+/// may have sites (all, read whole, if `bare`); not the loader nor the
+/// runtime.
+pub fn modules_of_process(pid: i32, bare: bool, libcalls: bool) -> Result<Vec<Module>, InjectError> {
     let maps = fntrace_inject::maps(pid)?;
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
     let mut seen = BTreeSet::new();
@@ -133,15 +178,17 @@ pub fn modules_of_process(pid: i32) -> Result<Vec<Module>, InjectError> {
             continue;
         };
         let is_exe = exe.as_deref() == Some(Path::new(&mapping.path));
-        if !(is_exe || dynamic.may_have_sites) {
+        if !(is_exe || bare || dynamic.may_have_sites) {
             continue;
         }
-        if let Some(binary) = discover(&path, is_exe) {
-            modules.push(Module::new(
-                Path::new(&mapping.path),
-                dynamic.soname.as_deref(),
-                binary,
-            ));
+        if let Some(binary) = discover(&path, is_exe || bare) {
+            let mut module = Module::new(Path::new(&mapping.path), dynamic.soname.as_deref(), binary);
+            if is_exe {
+                module.calls = if libcalls { calls_of(&path) } else { Vec::new() };
+            } else {
+                module.opt_in = module.binary.sites.iter().all(|s| s.kind == SiteKind::Bare);
+            }
+            modules.push(module);
         }
     }
     Ok(modules)
@@ -153,8 +200,7 @@ fn dynamic(path: &Path) -> Option<Dynamic> {
 }
 
 /// The sites of the file at `path`, if it has any; `bare`: with the
-/// functions no compiler prepared, which the runtime patches in the
-/// program itself (not yet in libraries).
+/// functions no compiler prepared.
 fn discover(path: &Path, bare: bool) -> Option<Binary> {
     let data = crate::output::read_input(path).ok()?;
     fntrace_sites::discover_file_with(path, &data, &fntrace_sites::Options { bare })

@@ -154,9 +154,11 @@ fn repeated_attach_detach() {
             dir.to_str().unwrap(),
             "--duration",
             "40ms",
-            // Every event, on a busy machine too (as `Attach::start`).
+            // Every event, on a busy machine too, and the workload's own
+            // functions only (as `Attach::start`).
             "--buffer-size",
             "64M",
+            "--no-libcall",
         ]);
         assert!(
             out.status.success(),

@@ -42,7 +42,7 @@ fn record_on_small_fs(work: &Work, exe: &Path) -> bool {
         set -e
         mount -t tmpfs -o size=1m fntrace-test "$MNT"
         set +e
-        "$FNTRACE" record -o "$MNT/t.data" -- "$PROG" > "$OUT/stdout" 2> "$OUT/stderr"
+        "$FNTRACE" record --no-libcall -o "$MNT/t.data" -- "$PROG" > "$OUT/stdout" 2> "$OUT/stderr"
         echo $? > "$OUT/status"
         cp -a "$MNT/t.data" "$OUT/copy"
     "#;

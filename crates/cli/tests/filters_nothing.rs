@@ -158,15 +158,18 @@ fn record_finds_libraries_through_ld_library_path() {
     let prog = build_with_library(&work, &["-fpatchable-function-entry=5"], &[]);
     let data = work.path("p.data");
     let data = data.to_str().unwrap();
-    let record = |pattern: &str, library_path: Option<&Path>| {
+    let record_with = |options: &[&str], pattern: &str, library_path: Option<&Path>| {
         let mut cmd = fntrace();
-        cmd.args(["record", "-o", data, "-F", pattern, &prog]);
+        cmd.args(["record", "-o", data])
+            .args(options)
+            .args(["-F", pattern, &prog]);
         match library_path {
             Some(dir) => cmd.env("LD_LIBRARY_PATH", dir),
             None => cmd.env_remove("LD_LIBRARY_PATH"),
         };
         procs::run(&mut cmd, Duration::from_secs(120))
     };
+    let record = |pattern: &str, library_path: Option<&Path>| record_with(&[], pattern, library_path);
     let out = record("libfunc", Some(&work.dir));
     assert_ok(&out);
     let (shown, _) = fntrace_ok(&["replay", data]);
@@ -176,8 +179,18 @@ fn record_finds_libraries_through_ld_library_path() {
         1,
         "-F 'libfnuc' matches no function",
     );
-    // Without it the library is not found (nor would the program start).
-    assert_fails(&record("libfunc", None), 1, "-F 'libfunc' matches no function");
+    // Without it the library is not found (nor would the program start):
+    // the pattern matches none of its functions. It names the program's
+    // import, a library call, which is taken: the program then fails to
+    // start as it does untraced.
+    assert_fails(
+        &record_with(&["--no-libcall"], "libfunc", None),
+        1,
+        "-F 'libfunc' matches no function",
+    );
+    let out = record("libfunc", None);
+    assert_eq!(out.status.code(), Some(127));
+    assert!(text(&out.stderr).contains("libfl.so: cannot open shared object file"));
 }
 
 /// The workload of the attach tests, with its library, both built with

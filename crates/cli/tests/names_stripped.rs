@@ -139,11 +139,12 @@ fn debug_file_by_build_id_under_a_debug_root() {
         .all(|n| n.starts_with("prog.s+0x")));
 }
 
-/// `report --json` of a recording of `exe`: calls by function name.
+/// `report --json` of a recording of `exe`: calls by function name (the
+/// program's own functions: library calls are left out).
 fn report_calls(work: &Work, exe: &Path, data: &str) -> BTreeMap<String, u64> {
     let data = work.path(data);
     let out = fntrace()
-        .args(["record", "-o"])
+        .args(["record", "--no-libcall", "-o"])
         .arg(&data)
         .arg(exe)
         .output()

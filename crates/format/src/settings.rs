@@ -45,6 +45,8 @@ pub const CTL: &str = "FNTRACE_CTL";
 pub const PARENT_SESSION: &str = "FNTRACE_PARENT_SESSION";
 /// Set: the tracer never uses its fast paths (for tests and comparisons).
 pub const SLOW: &str = "FNTRACE_SLOW";
+/// Library calls: [`Libcall::name`] (unset: `program`).
+pub const LIBCALL: &str = "FNTRACE_LIBCALL";
 
 /// The runtime library the CLI preloads or injects (read by the CLI).
 pub const RUNTIME: &str = "FNTRACE_RUNTIME";
@@ -67,7 +69,7 @@ pub const PUN_FROM: &str = "FNTRACE_PUN_FROM";
 /// The variables `fntrace record` sets from its options: those it is not
 /// given are removed from the command's environment, so that one left in
 /// the caller's environment does not change the recording.
-pub const OPTIONS: [&str; 11] = [
+pub const OPTIONS: [&str; 12] = [
     DATA,
     TRACER,
     FILTER,
@@ -79,7 +81,40 @@ pub const OPTIONS: [&str; 11] = [
     BUFFER_SIZE,
     FLIGHT,
     LOSSY,
+    LIBCALL,
 ];
+
+/// Which calls into shared libraries are traced (uftrace's default,
+/// `--no-libcall` and `--nest-libcall`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Libcall {
+    /// None.
+    None,
+    /// The program's own calls into its libraries (the default).
+    #[default]
+    Program,
+    /// Those, and every call from one library into another.
+    Nested,
+}
+
+impl Libcall {
+    /// Every mode.
+    pub const ALL: [Libcall; 3] = [Libcall::None, Libcall::Program, Libcall::Nested];
+
+    /// Its name ([`LIBCALL`]).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Libcall::None => "none",
+            Libcall::Program => "program",
+            Libcall::Nested => "nested",
+        }
+    }
+
+    /// The mode named `name`.
+    pub fn parse(name: &str) -> Option<Libcall> {
+        Libcall::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
 
 /// Which tracer records.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -118,6 +153,9 @@ pub enum SettingsError {
     /// [`TRACER`] names no tracer.
     #[error("unknown tracer '{0}'")]
     Tracer(String),
+    /// [`LIBCALL`] names no mode.
+    #[error("unknown library-call mode '{0}' (none, program, nested)")]
+    Libcall(String),
     /// A number that does not parse.
     #[error("bad {0}")]
     Number(&'static str),
@@ -175,6 +213,8 @@ pub struct Settings {
     pub parent_session: Option<String>,
     /// [`SLOW`].
     pub slow: bool,
+    /// [`LIBCALL`].
+    pub libcall: Libcall,
 }
 
 impl Settings {
@@ -198,6 +238,10 @@ impl Settings {
             (LOSSY, flag(self.lossy)),
             (CTL, self.ctl.as_ref().map(|c| c.as_os_str().to_os_string())),
             (PARENT_SESSION, self.parent_session.as_ref().map(OsString::from)),
+            (
+                LIBCALL,
+                (self.libcall != Libcall::default()).then(|| self.libcall.name().into()),
+            ),
             (SLOW, flag(self.slow)),
         ];
         vars.into_iter().filter_map(|(k, v)| Some((k, v?))).collect()
@@ -226,6 +270,10 @@ impl Settings {
             ctl: get(CTL).map(PathBuf::from),
             parent_session: get(PARENT_SESSION),
             slow: get(SLOW).is_some(),
+            libcall: match get(LIBCALL) {
+                None => Libcall::default(),
+                Some(name) => Libcall::parse(&name).ok_or(SettingsError::Libcall(name))?,
+            },
         })
     }
 }

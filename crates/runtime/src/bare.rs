@@ -114,7 +114,8 @@ impl BareSites {
     }
 
     /// Decodes site `i` at `addr` (the function `extent`, now holding
-    /// `original`) and makes its detour, unless done before.
+    /// `original`) and makes its detour, unless done before; `guard`: the
+    /// detour starts with the library-call guard (`libcall.rs`).
     pub fn prepare(
         &mut self,
         loaded: &Loaded,
@@ -122,10 +123,11 @@ impl BareSites {
         addr: usize,
         original: Code,
         extent: Extent,
+        guard: bool,
     ) -> &Rec {
         let key = i as u32;
         if !self.recs.contains_key(&key) {
-            let rec = match self.make(loaded, addr, original, extent) {
+            let rec = match self.make(loaded, addr, original, extent, guard) {
                 Ok(ready) => {
                     self.new += 1;
                     Rec::Ready(ready)
@@ -143,6 +145,7 @@ impl BareSites {
         addr: usize,
         original: Code,
         extent: Extent,
+        guard: bool,
     ) -> Result<Ready, String> {
         let inside = loaded
             .exec
@@ -167,10 +170,12 @@ impl BareSites {
                 "site {addr:#x}: the function's entry is not where discovery put it"
             ));
         }
-        let jump = (!entry.trap_only).then(|| self.place(&entry, false)).transpose();
+        let jump = (!entry.trap_only)
+            .then(|| self.place(&entry, false, guard))
+            .transpose();
         match jump {
             Ok(Some(ready)) => Ok(ready),
-            _ => self.place(&entry, true).map_err(|r| r.to_string()),
+            _ => self.place(&entry, true, guard).map_err(|r| r.to_string()),
         }
         .map(|mut ready| {
             ready.original = original;
@@ -178,8 +183,16 @@ impl BareSites {
         })
     }
 
-    /// Places `entry`'s detour for a jump (or `trap`) site and writes it.
-    fn place(&mut self, entry: &BareEntry, trap: bool) -> Result<Ready, Refusal> {
+    /// Places `entry`'s detour for a jump (or `trap`) site, `guard`ed or
+    /// not, and writes it.
+    fn place(&mut self, entry: &BareEntry, trap: bool, guard: bool) -> Result<Ready, Refusal> {
+        let make = |at: usize, word: usize| {
+            if guard {
+                bare::guarded_detour(entry, at as u64, word as u64)
+            } else {
+                bare::detour(entry, at as u64, word as u64)
+            }
+        };
         let e = entry.entry as usize;
         let boundaries = if trap { 0 } else { entry.boundaries };
         let landing = |from: usize, until: usize| {
@@ -207,12 +220,12 @@ impl BareSites {
                 .map_err(|_| Refusal::NoRoom)?;
             // Its size, from an encoding anywhere in the window (it does not
             // depend on the place: branches out of the copy are all near).
-            let mut size = bare::detour(entry, middle as u64, word as u64)?.bytes.len();
+            let mut size = make(middle, word)?.bytes.len();
             for _ in 0..3 {
                 let Some(at) = self.space.find(base, top, size, |from| landing(from, top)) else {
                     break;
                 };
-                let made = bare::detour(entry, at as u64, word as u64)?;
+                let made = make(at, word)?;
                 if made.bytes.len() != size {
                     size = made.bytes.len();
                     continue;
@@ -252,6 +265,19 @@ impl Ready {
         detour::set_word(self.word + 16, data);
         detour::set_word(self.word + 8, ops);
         detour::set_word(self.word, routine);
+    }
+
+    /// Sets the ranges of callers its guard skips, if it has one:
+    /// `(start, length)` each.
+    pub fn set_guard(&self, ranges: [(usize, usize); 3]) {
+        let at = self.word + bare::GUARD_WORDS as usize;
+        for (k, (start, length)) in ranges.into_iter().enumerate() {
+            // Every caller skipped while the range changes: never one the
+            // new or old ranges skip, such as the runtime, traced.
+            detour::set_word(at + 16 * k + 8, usize::MAX);
+            detour::set_word(at + 16 * k, start);
+            detour::set_word(at + 16 * k + 8, length);
+        }
     }
 }
 

@@ -25,6 +25,8 @@ const PAGE: usize = 4096;
 /// allows a handful of addresses, all taken, is refused quickly; one that
 /// allows many finds room in the first few).
 const TRIES: usize = 1 << 16;
+/// Bytes of a group of data words.
+const GROUP: usize = 128;
 /// What a rel32 reaches, with a margin.
 const REACH: usize = (1 << 31) - (1 << 24);
 
@@ -155,14 +157,15 @@ impl Space {
         }
     }
 
-    /// A new group of data words (three, 32 bytes aligned) within rel32
-    /// reach of `near`: the first holding `value`, the others 0.
+    /// A new group of data words (sixteen, 128 bytes aligned: `W`, its ops
+    /// and data, then from `W + 32` a guard's six) within rel32 reach of
+    /// `near`: the first holding `value`, the others 0.
     pub fn word(&mut self, near: usize, value: usize) -> io::Result<usize> {
         let reach = |w: usize| w.abs_diff(near) < REACH;
         let found = self
             .words
             .iter_mut()
-            .find(|(base, used)| *used < PAGE / 32 && reach(*base));
+            .find(|(base, used)| *used < PAGE / GROUP && reach(*base));
         let (base, used) = match found {
             Some(page) => page,
             None => {
@@ -171,10 +174,11 @@ impl Space {
                 self.words.last_mut().expect("just pushed")
             }
         };
-        let word = *base + 32 * *used;
+        let word = *base + GROUP * *used;
         *used += 1;
-        set_word(word + 16, 0);
-        set_word(word + 8, 0);
+        for k in 1..GROUP / 8 {
+            set_word(word + 8 * k, 0);
+        }
         set_word(word, value);
         Ok(word)
     }

@@ -90,12 +90,8 @@ pub fn install() -> usize {
     wrappers.extend(crate::dlhook::wrappers());
     let real: Vec<usize> = names
         .iter()
-        .map(|name| {
-            let cname = std::ffi::CString::new(*name).expect("no NUL");
-            // SAFETY: dlsym with a NUL-terminated name. RTLD_DEFAULT searches
-            // the global scope, where our RTLD_LOCAL copy is not.
-            unsafe { libc::dlsym(libc::RTLD_DEFAULT, cname.as_ptr()) as usize }
-        })
+        // The global scope, where our RTLD_LOCAL copy is not.
+        .map(|name| crate::sys::lookup_global(name).unwrap_or(0))
         .collect();
     if let Some(client) = client {
         for (i, &addr) in real.iter().enumerate().take(n) {

@@ -25,6 +25,7 @@ mod error;
 mod file;
 mod gothook;
 mod index;
+mod libcall;
 mod loader;
 mod mirror;
 mod modules;

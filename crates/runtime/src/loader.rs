@@ -62,6 +62,9 @@ pub fn load_new(state: &mut State, live: bool) {
         }
         load(state, loaded, live);
     }
+    if let Err(e) = crate::libcall::mark(state) {
+        eprintln!("fntrace: {e}");
+    }
 }
 
 /// Forgets the modules that are no longer loaded (after `dlclose`).
@@ -100,11 +103,16 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
         skip(state, "module file unreadable");
         return;
     };
-    // Functions no compiler prepared are taken in for the program itself
-    // (the libraries' would be traced by filter: not yet).
-    let options = fntrace_sites::Options { bare: loaded.main };
+    // Functions no compiler prepared are taken in everywhere: a library's
+    // are traced by a filter that names it, or as library calls.
+    let options = fntrace_sites::Options { bare: true };
+    let imports = fntrace_sites::function_imports(file.bytes())
+        .unwrap_or_default()
+        .into_iter()
+        .map(std::sync::Arc::from)
+        .collect();
     let path = std::path::Path::new(&loaded.path);
-    let binary = match fntrace_sites::discover_file_with(path, file.bytes(), &options) {
+    let mut binary = match fntrace_sites::discover_file_with(path, file.bytes(), &options) {
         Ok(binary) => binary,
         Err(_) => {
             skip(state, "module not understood");
@@ -129,6 +137,28 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     state.stats.modules += 1;
     let path: std::sync::Arc<str> = loaded.path.as_str().into();
     let bias = loaded.bias as u64;
+    // A library's functions that the modules of the library-call mode
+    // import, by the name they are imported by.
+    let opt_in = !loaded.main && records.iter().all(|r| r.data.kind == SiteKind::Bare);
+    let mut imported = Vec::new();
+    if opt_in {
+        let targets = crate::libcall::targets(state, None);
+        let taken: std::collections::HashSet<std::sync::Arc<str>> =
+            binary.functions.iter().map(|f| f.name.clone()).collect();
+        imported = binary
+            .functions
+            .iter_mut()
+            .map(|f| match targets.get(&(bias.wrapping_add(f.address) as usize)) {
+                Some(name) => {
+                    if !taken.contains(name) {
+                        f.name = name.clone();
+                    }
+                    true
+                }
+                None => false,
+            })
+            .collect();
+    }
     // Each name kept once (as discovery allocated it), shared by the core
     // and the function table.
     let mut names: Vec<std::sync::Arc<str>> = Vec::with_capacity(binary.functions.len());
@@ -152,10 +182,12 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     } else {
         state.functions.extend(records_of_functions);
     }
-    let module = ModState::new(loaded, &records, fid_base, originals, mirror);
-    let (id, changes) = state
-        .core
-        .add_module(Module::new(module.loaded.name(), names, records));
+    let mut module = ModState::new(loaded, &records, fid_base, originals, mirror);
+    module.imports = imports;
+    let mut core_module = Module::new(module.loaded.name(), names, records);
+    core_module.opt_in = opt_in;
+    core_module.imported = imported;
+    let (id, changes) = state.core.add_module(core_module);
     if state.mods.len() <= id {
         state.mods.resize_with(id + 1, || None);
     }

@@ -26,6 +26,9 @@ pub const FL_IPMODIFY: u32 = 2;
 /// Flag: call the callback directly, without the recursion guard and the
 /// `errno` save (the callback guarantees both itself).
 pub const FL_RECURSION_SAFE: u32 = 4;
+/// Flag: the ops wants library calls (`libcall.rs`) besides what its
+/// filter selects.
+pub const FL_LIBCALLS: u32 = 8;
 
 /// An ops in memory. The routines read `entry` and `exit` at fixed offsets
 /// (`routines::ENTRY_OFFSET`, `EXIT_OFFSET`). Never freed: a thread that
@@ -110,6 +113,7 @@ impl RawOps {
             ipmodify: self.flags & FL_IPMODIFY != 0,
             entry: self.entry.is_some(),
             exit: self.exit.is_some(),
+            libcalls: self.flags & FL_LIBCALLS != 0,
         }
     }
 

@@ -80,6 +80,8 @@ pub struct ModState {
     mirror: Option<Mirror>,
     /// Its bare sites that were ever selected, with their detours.
     pub bare: BareSites,
+    /// The functions it calls in other modules by name (`libcall.rs`).
+    pub imports: Vec<std::sync::Arc<str>>,
 }
 
 /// What a shared slot is for: the ops (its address) and the routine.
@@ -104,6 +106,7 @@ impl ModState {
             slots: Vec::new(),
             mirror,
             bare: BareSites::default(),
+            imports: Vec::new(),
         }
     }
 
@@ -146,7 +149,12 @@ impl ModState {
     /// The `ip` callbacks of site `i` get, if it has one yet.
     pub fn site_ip(&self, patcher: &NativePatcher, i: usize, site: &Site) -> Option<usize> {
         match site.shape {
-            Shape::Bare { .. } => self.ready(i, site).ok().map(|r| r.call_return),
+            // Not `ready`, which words an error: this runs for every site
+            // at every publication.
+            Shape::Bare { .. } => match self.bare.get(i) {
+                Some(Rec::Ready(ready)) => Some(ready.call_return),
+                _ => None,
+            },
             shape => Some(patcher.return_address(shape, site.addr as u64, site.cur.len()) as usize),
         }
     }
@@ -242,6 +250,8 @@ pub struct State {
     pub by_id: [Option<&'static RawOps>; MAX_OPS],
     /// Every function of every module taken in, by function id.
     pub functions: Vec<FunctionRecord>,
+    /// Imports resolved for library calls.
+    pub resolved: crate::libcall::Resolved,
 }
 
 impl State {
@@ -263,6 +273,7 @@ impl State {
             handles: HashMap::new(),
             by_id: [None; MAX_OPS],
             functions: Vec::new(),
+            resolved: Default::default(),
         }
     }
 
@@ -340,6 +351,13 @@ impl State {
             self.publish_index();
             self.publish_standing();
         }
+        // The guards of a library's sites: callers skipped when wanted as
+        // library calls only, and otherwise.
+        let guards = self
+            .core
+            .module(m)
+            .is_some_and(|x| x.opt_in)
+            .then(|| [false, true].map(|g| crate::libcall::ranges(self, m, g)));
         let Some(module) = self.mods[m].as_mut() else {
             return;
         };
@@ -357,12 +375,17 @@ impl State {
             // The list walker must see a site's new set before the site
             // calls the list (a refused change publishes its old set back).
             module.words.wanted[change.site].store(change.wanted, Ordering::Release);
-            if change.from == change.to {
-                continue;
-            }
             let Some((role, site)) = self.core.site_mut(m, change.site) else {
                 continue;
             };
+            if let (Some(guards), true) = (&guards, change.to != Target::Nop) {
+                if let Ok(ready) = module.ready(change.site, site) {
+                    ready.set_guard(guards[change.guarded as usize]);
+                }
+            }
+            if change.from == change.to {
+                continue;
+            }
             let bare = matches!(site.shape, Shape::Bare { .. });
             let target = match change.to {
                 Target::Nop => Ok(None),
@@ -512,6 +535,7 @@ impl State {
     /// Gives the bare sites that `changes` (of module `m`) turn on for the
     /// first time their detours; returns how many were made.
     fn prepare_bare(&mut self, m: usize, changes: &[Change]) -> usize {
+        let opt_in = self.core.module(m).is_some_and(|x| x.opt_in);
         let Some(module) = self.mods[m].as_mut() else {
             return 0;
         };
@@ -530,7 +554,7 @@ impl State {
             };
             match module
                 .bare
-                .prepare(&module.loaded, change.site, site.addr, site.cur, extent)
+                .prepare(&module.loaded, change.site, site.addr, site.cur, extent, opt_in)
             {
                 Rec::Ready(ready) => {
                     site.shape = ready.shape;

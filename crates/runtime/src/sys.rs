@@ -372,3 +372,13 @@ pub fn protection_at(addr: usize) -> Option<i32> {
         Some(bit(0, b'r', libc::PROT_READ) | bit(1, b'w', libc::PROT_WRITE) | bit(2, b'x', libc::PROT_EXEC))
     })
 }
+
+/// What a global lookup of `name` gives (`dlsym(RTLD_DEFAULT)`: the
+/// definition the dynamic linker binds a program's import to, after IFUNC
+/// selection), if anything.
+pub fn lookup_global(name: &str) -> Option<usize> {
+    let cname = std::ffi::CString::new(name).ok()?;
+    // SAFETY: dlsym with a NUL-terminated name only looks a symbol up.
+    let addr = unsafe { libc::dlsym(libc::RTLD_DEFAULT, cname.as_ptr()) } as usize;
+    (addr != 0).then_some(addr)
+}

@@ -753,7 +753,14 @@ fn traced_run(built: &Built, style: &Style, args: &[String], env: &[(&str, &str)
     std::fs::create_dir_all(&data).unwrap();
     let preload = runtime().display().to_string();
     let data_s = data.display().to_string();
-    let mut all_env: Vec<(&str, &str)> = vec![("LD_PRELOAD", &preload), ("FNTRACE_DATA", &data_s)];
+    // The truths are the programs' own functions (the -finstrument-functions
+    // logs): their calls into libc are left out (library calls have their
+    // own tests, crates/cli/tests/libcall.rs).
+    let mut all_env: Vec<(&str, &str)> = vec![
+        ("LD_PRELOAD", &preload),
+        ("FNTRACE_DATA", &data_s),
+        ("FNTRACE_LIBCALL", "none"),
+    ];
     all_env.extend_from_slice(style.env);
     all_env.extend_from_slice(env);
     let args: Vec<String> = if args.is_empty() {

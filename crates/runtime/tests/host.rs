@@ -90,6 +90,21 @@ fn a_plain_program_runs_as_before() {
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(out.stdout, plain.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("1 module(s), 9 sites, 0 converted"), "{stderr}");
-    assert!(stderr.contains(", 9 bare,"), "{stderr}");
+    // The program's 9 functions and those of the libraries it loads (libc
+    // and those the runtime needs: taken in for library calls), all bare,
+    // none written.
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("fntrace: "))
+        .unwrap_or("");
+    let count = |what: &str| -> Option<usize> {
+        line.split(", ").find_map(|part| {
+            let (n, rest) = part.split_once(' ')?;
+            (rest == what).then(|| n.parse().ok()).flatten()
+        })
+    };
+    assert!(count("module(s)").is_some_and(|m| m >= 2), "{stderr}");
+    assert!(count("sites").is_some_and(|s| s > 9), "{stderr}");
+    assert_eq!(count("bare"), count("sites"), "{stderr}");
+    assert_eq!(count("converted"), Some(0), "{stderr}");
 }

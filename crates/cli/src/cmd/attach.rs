@@ -234,12 +234,15 @@ fn target_argv(proc_dir: &Path) -> Vec<String> {
 /// when a function pattern of `options` matches none of their patchable
 /// functions (a typo would record nothing).
 fn check_sites(pid: i32, name: &str, options: &Options) -> anyhow::Result<()> {
-    let modules = unmatched::modules_of_process(pid).map_err(|e| match &e {
-        InjectError::Io { error, .. } if error.kind() == std::io::ErrorKind::PermissionDenied => {
-            anyhow::anyhow!("{}", fntrace_inject::permission(pid))
-        }
-        _ => anyhow::anyhow!("{e}"),
-    })?;
+    let libcalls = options.libcall != fntrace_format::settings::Libcall::None;
+    let modules = unmatched::modules_of_process(pid, unmatched::names_modules(options), libcalls).map_err(
+        |e| match &e {
+            InjectError::Io { error, .. } if error.kind() == std::io::ErrorKind::PermissionDenied => {
+                anyhow::anyhow!("{}", fntrace_inject::permission(pid))
+            }
+            _ => anyhow::anyhow!("{e}"),
+        },
+    )?;
     if modules.is_empty() {
         anyhow::bail!(
             "process {pid} ({name}) has no patchable sites (no function symbols or unwind data; \

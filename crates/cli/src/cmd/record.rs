@@ -73,6 +73,16 @@ pub struct Options {
     pub flight_recorder: Option<u64>,
     pub lossy: bool,
     pub force: bool,
+    /// Which library calls: `none`, `program` or `nested`.
+    #[serde(serialize_with = "libcall_name")]
+    pub libcall: fntrace_format::settings::Libcall,
+}
+
+fn libcall_name<S: serde::Serializer>(
+    mode: &fntrace_format::settings::Libcall,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(mode.name())
 }
 
 /// A whole `record` request, after the edge.
@@ -242,6 +252,7 @@ pub fn settings(request: &Request, dir: &Path) -> Settings {
         buffer_size: o.buffer_size,
         flight: o.flight_recorder,
         lossy: o.lossy,
+        libcall: o.libcall,
         ..Settings::default()
     }
 }
@@ -284,12 +295,16 @@ fn check_sites(program: &Path, name: &str, options: &Options) -> anyhow::Result<
     drop(data);
     let mut modules = Vec::new();
     if !binary.sites.is_empty() {
-        modules.push(unmatched::Module::of_file(program, binary));
+        let libcalls = options.libcall != fntrace_format::settings::Libcall::None;
+        modules.push(unmatched::Module::of_file(program, binary, libcalls));
         if unmatched::first(options, &modules).is_none() {
             return Ok(());
         }
     }
-    modules.extend(unmatched::libraries_of(program));
+    modules.extend(unmatched::libraries_of(
+        program,
+        unmatched::names_modules(options),
+    ));
     if modules.is_empty() {
         anyhow::bail!(
             "{name}: no patchable sites (no function symbols or unwind data; or build it with gcc -pg \

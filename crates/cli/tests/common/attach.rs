@@ -150,8 +150,18 @@ impl Attach {
     /// Starts `fntrace attach PID -o DIR ARGS` and waits until it records.
     /// The buffers are 64 MiB a thread: the workloads' checks want every
     /// event, on a machine busy enough to keep the writer from running for
-    /// a second.
+    /// a second. The workloads' checks know their own functions: library
+    /// calls are left out (`--no-libcall`; [`Attach::with_libcalls`]
+    /// keeps them).
     pub fn start(pid: i32, dir: &Path, args: &[&str]) -> Attach {
+        let mut all = vec!["--no-libcall"];
+        all.extend(args);
+        Attach::with_libcalls(pid, dir, &all)
+    }
+
+    /// [`Attach::start`] with the program's library calls traced (the
+    /// default of `fntrace attach`).
+    pub fn with_libcalls(pid: i32, dir: &Path, args: &[&str]) -> Attach {
         let mut child = fntrace()
             .arg("attach")
             .arg(pid.to_string())

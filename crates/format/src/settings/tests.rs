@@ -32,8 +32,18 @@ fn settings_read_back() {
         ctl: Some("/run/user/1/fntrace/12.sock".into()),
         parent_session: Some("p12".into()),
         slow: true,
+        libcall: Libcall::Nested,
     };
     assert_eq!(round_trip(&all), Ok(all.clone()));
+    for libcall in Libcall::ALL {
+        let s = Settings {
+            libcall,
+            ..Settings::default()
+        };
+        assert_eq!(round_trip(&s), Ok(s.clone()));
+    }
+    let bad = Settings::from_env(|name| (name == LIBCALL).then(|| "some".to_string()));
+    assert_eq!(bad, Err(SettingsError::Libcall("some".into())));
     assert_eq!(round_trip(&Settings::default()), Ok(Settings::default()));
     for tracer in Tracer::ALL {
         let s = Settings {

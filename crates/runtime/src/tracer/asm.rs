@@ -49,6 +49,15 @@ pub fn return_trampoline_bare() -> usize {
     fntrace_return_bare as *const () as usize
 }
 
+/// Where every return trampoline lies, `[start, end)`: every address a
+/// hijacked return slot may hold.
+pub fn return_trampolines() -> (usize, usize) {
+    (
+        fntrace_returns_start as *const () as usize,
+        fntrace_returns_end as *const () as usize,
+    )
+}
+
 /// The slow return trampoline that keeps every register.
 pub fn return_trampoline_all() -> usize {
     fntrace_return_all as *const () as usize
@@ -149,6 +158,8 @@ pub fn tls_set(v: usize) {
 }
 
 extern "C" {
+    fn fntrace_returns_start();
+    fn fntrace_returns_end();
     fn fntrace_return_all();
     fn fntrace_return_bare();
     fn fntrace_bare_fast_entry();
@@ -436,6 +447,99 @@ fntrace_fast_exit:
     FNTRACE_FAST_CALLER fntrace_fast_caller, "[rsp + 56]", {fallback_entry}
     FNTRACE_FAST_CALLER fntrace_fast_caller_mcount, "[rbp + 8]", {fallback_mcount}
 
+    // The profiler's fast paths (`profile.rs`): the same frames, slots,
+    // cursor protocol and fallbacks as function_graph's, no event; the
+    // call's numbers go to the thread's cell of the function (one cache
+    // line, found at the entry by shifting the function id, and kept in
+    // the frame) as its frame is popped.
+
+    // rcx = this thread's state, \cur = its cursor; to `fail` unless the
+    // profiler's fast paths may run (`fend` is FEND_PROFILE then).
+    .macro FNTRACE_PROF_CURSOR fail, cur
+    mov rcx, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]
+    mov rcx, qword ptr fs:[rcx]
+    test rcx, rcx
+    jz \fail
+    cmp qword ptr [rcx + {fend}], {fend_profile}
+    jne \fail
+    mov \cur, [rcx + {cursor}]
+    .endm
+
+    // \cell = the thread's cell of function \fid (32 bits); to `fail` if
+    // the table does not reach it yet (the generic path grows it).
+    .macro FNTRACE_PROF_CELL fail, cell, cell32, fid
+    mov \cell32, \fid
+    cmp \cell, [rcx + {profile_len}]
+    jae \fail
+    shl \cell, {cell_shift}
+    add \cell, [rcx + {profile}]
+    .endm
+
+    // The end of a call whose frame (the top one) is at rsi - 64, the
+    // cursor read in r9: rdi = its cell, rdx = its duration (0 if the
+    // counter went back: another core's), and the function's total = the
+    // total when it began + the duration, written before the pop
+    // (`profile.rs`, "Signals"); then the frame popped, or back to `1:`.
+    // Clobbers rax.
+    .macro FNTRACE_PROF_POP
+    mov rdi, [rsi - 64 + {f_cell}]
+    rdtsc
+    shl rdx, 32
+    or rdx, rax
+    sub rdx, [rsi - 64 + {f_start}]
+    jae 2f
+    xor edx, edx
+2:
+    mov rax, [rsi - 64 + {f_total0}]
+    add rax, rdx
+    mov [rdi + {c_total}], rax
+    mov rax, r9
+    add r9, [rip + {step_frame_pop}]
+    cmpxchg [rcx + {cursor}], r9
+    jne 1b
+    .endm
+
+    // The popped call's other numbers into its cell, and its duration
+    // into its caller's cell as callees' time (the caller's frame is at
+    // rsi - 128: the sentinel, whose cell is the sink, if none), each with
+    // one instruction (min and max with a compare-exchange loop, no lock
+    // prefix) so that a signal handler tracing the same function in
+    // between keeps the cells consistent. rdx = duration, rdi = the cell.
+    // Clobbers rax and rdx. Labels 3-6 only.
+    .macro FNTRACE_PROF_ACCOUNT
+    inc qword ptr [rdi + {c_calls}]
+    add [rdi + {c_time}], rdx
+    mov rax, [rsi - 128 + {f_cell}]
+    add [rax + {c_children}], rdx
+    cmp rdx, [rdi + {c_max}]
+    jbe 4f
+    mov rax, [rdi + {c_max}]
+3:
+    cmp rdx, rax
+    jbe 4f
+    cmpxchg [rdi + {c_max}], rdx
+    jne 3b
+4:
+    not rdx
+    cmp rdx, [rdi + {c_not_min}]
+    jbe 6f
+    mov rax, [rdi + {c_not_min}]
+5:
+    cmp rdx, rax
+    jbe 6f
+    cmpxchg [rdi + {c_not_min}], rdx
+    jne 5b
+6:
+    .endm
+
+    // The hijack targets, from here to fntrace_returns_end: the return
+    // trampolines, one after another (a library call's guard treats a
+    // return address among them as its caller's: `libcall.rs`).
+    .text
+    .p2align 4
+    .globl fntrace_returns_start
+    .hidden fntrace_returns_start
+fntrace_returns_start:
     // The fast return path: a hijacked function returned here; rax and
     // rdx hold its return value (kept in r8 and r11; xmm0/xmm1 are not
     // touched), every other caller-saved register is free. Pops the frame,
@@ -625,90 +729,40 @@ fntrace_return_all:
     jmp [rsp - 16]
     .size fntrace_return_all, . - fntrace_return_all
 
-    // The profiler's fast paths (`profile.rs`): the same frames, slots,
-    // cursor protocol and fallbacks as function_graph's, no event; the
-    // call's numbers go to the thread's cell of the function (one cache
-    // line, found at the entry by shifting the function id, and kept in
-    // the frame) as its frame is popped.
-
-    // rcx = this thread's state, \cur = its cursor; to `fail` unless the
-    // profiler's fast paths may run (`fend` is FEND_PROFILE then).
-    .macro FNTRACE_PROF_CURSOR fail, cur
-    mov rcx, qword ptr [rip + fntrace_tls_thread@GOTTPOFF]
-    mov rcx, qword ptr fs:[rcx]
-    test rcx, rcx
-    jz \fail
-    cmp qword ptr [rcx + {fend}], {fend_profile}
-    jne \fail
-    mov \cur, [rcx + {cursor}]
-    .endm
-
-    // \cell = the thread's cell of function \fid (32 bits); to `fail` if
-    // the table does not reach it yet (the generic path grows it).
-    .macro FNTRACE_PROF_CELL fail, cell, cell32, fid
-    mov \cell32, \fid
-    cmp \cell, [rcx + {profile_len}]
-    jae \fail
-    shl \cell, {cell_shift}
-    add \cell, [rcx + {profile}]
-    .endm
-
-    // The end of a call whose frame (the top one) is at rsi - 64, the
-    // cursor read in r9: rdi = its cell, rdx = its duration (0 if the
-    // counter went back: another core's), and the function's total = the
-    // total when it began + the duration, written before the pop
-    // (`profile.rs`, "Signals"); then the frame popped, or back to `1:`.
-    // Clobbers rax.
-    .macro FNTRACE_PROF_POP
-    mov rdi, [rsi - 64 + {f_cell}]
-    rdtsc
-    shl rdx, 32
-    or rdx, rax
-    sub rdx, [rsi - 64 + {f_start}]
-    jae 2f
-    xor edx, edx
-2:
-    mov rax, [rsi - 64 + {f_total0}]
-    add rax, rdx
-    mov [rdi + {c_total}], rax
-    mov rax, r9
-    add r9, [rip + {step_frame_pop}]
-    cmpxchg [rcx + {cursor}], r9
-    jne 1b
-    .endm
-
-    // The popped call's other numbers into its cell, and its duration
-    // into its caller's cell as callees' time (the caller's frame is at
-    // rsi - 128: the sentinel, whose cell is the sink, if none), each with
-    // one instruction (min and max with a compare-exchange loop, no lock
-    // prefix) so that a signal handler tracing the same function in
-    // between keeps the cells consistent. rdx = duration, rdi = the cell.
-    // Clobbers rax and rdx. Labels 3-6 only.
-    .macro FNTRACE_PROF_ACCOUNT
-    inc qword ptr [rdi + {c_calls}]
-    add [rdi + {c_time}], rdx
-    mov rax, [rsi - 128 + {f_cell}]
-    add [rax + {c_children}], rdx
-    cmp rdx, [rdi + {c_max}]
-    jbe 4f
-    mov rax, [rdi + {c_max}]
-3:
-    cmp rdx, rax
-    jbe 4f
-    cmpxchg [rdi + {c_max}], rdx
-    jne 3b
-4:
-    not rdx
-    cmp rdx, [rdi + {c_not_min}]
-    jbe 6f
-    mov rax, [rdi + {c_not_min}]
-5:
-    cmp rdx, rax
-    jbe 6f
-    cmpxchg [rdi + {c_not_min}], rdx
-    jne 5b
-6:
-    .endm
+    // The profiler's return trampoline, as fntrace_return_to_handler: rax
+    // kept in r8, rdx pushed where the function's return address was (the
+    // top frame's slot is then rsp); the real return address in r10. A
+    // tail call's frame holds this trampoline as its return address: the
+    // jump to it ends the caller's frame, at the same slot, next.
+    .text
+    .p2align 4
+    .globl fntrace_profile_return
+    .hidden fntrace_profile_return
+    .type fntrace_profile_return, @function
+    nop
+fntrace_profile_return:
+    push rdx
+    mov r8, rax
+1:
+    FNTRACE_PROF_CURSOR 8f, r9
+    FNTRACE_DEPTH rsi, r9
+    FNTRACE_FRAME rsi
+    cmp [rsi - 64], rsp
+    jne 8f
+    mov r10, [rsi - 56]
+    FNTRACE_PROF_POP
+    FNTRACE_PROF_ACCOUNT
+    mov rax, r8
+    pop rdx
+    jmp r10
+8:
+    mov rax, r8
+    pop rdx
+    jmp fntrace_return_all
+    .size fntrace_profile_return, . - fntrace_profile_return
+    .globl fntrace_returns_end
+    .hidden fntrace_returns_end
+fntrace_returns_end:
 
     // The profiler's entries: the frame pushed with its start tick, its
     // cell and the function's total so far (the cell's), the return
@@ -803,37 +857,6 @@ fntrace_prof_exit:
     jmp qword ptr [rip + {fallback_exit}]
     .size fntrace_prof_exit, . - fntrace_prof_exit
 
-    // The profiler's return trampoline, as fntrace_return_to_handler: rax
-    // kept in r8, rdx pushed where the function's return address was (the
-    // top frame's slot is then rsp); the real return address in r10. A
-    // tail call's frame holds this trampoline as its return address: the
-    // jump to it ends the caller's frame, at the same slot, next.
-    .text
-    .p2align 4
-    .globl fntrace_profile_return
-    .hidden fntrace_profile_return
-    .type fntrace_profile_return, @function
-    nop
-fntrace_profile_return:
-    push rdx
-    mov r8, rax
-1:
-    FNTRACE_PROF_CURSOR 8f, r9
-    FNTRACE_DEPTH rsi, r9
-    FNTRACE_FRAME rsi
-    cmp [rsi - 64], rsp
-    jne 8f
-    mov r10, [rsi - 56]
-    FNTRACE_PROF_POP
-    FNTRACE_PROF_ACCOUNT
-    mov rax, r8
-    pop rdx
-    jmp r10
-8:
-    mov rax, r8
-    pop rdx
-    jmp fntrace_return_all
-    .size fntrace_profile_return, . - fntrace_profile_return
 "#,
     bare_entry = sym crate::routines::fntrace_bare_entry,
     avx = sym crate::routines::AVX,

@@ -24,7 +24,7 @@ use fntrace_filter::Filter;
 use fntrace_format::settings::{self, Settings};
 
 use crate::api::{self, Ops};
-use crate::ops::{as_callback, Callback5, RawOps, SlotSite, FL_RECURSION_SAFE};
+use crate::ops::{as_callback, Callback5, RawOps, SlotSite, FL_LIBCALLS, FL_RECURSION_SAFE};
 use crate::state::State;
 
 /// Which tracer: the settings' (`fntrace_format::settings`).
@@ -48,6 +48,8 @@ pub struct Config {
     /// trigger; `profile` without depth limit, graph function, notrace or
     /// trigger, where the clock is the TSC).
     pub fast: bool,
+    /// Which library calls are traced.
+    pub libcall: settings::Libcall,
     graph: Filter,
     notrace: Filter,
     triggers: Vec<fids::Trigger>,
@@ -164,6 +166,7 @@ fn parse(settings: &Settings) -> Result<Parsed, String> {
                 // count from): only where that is the clock.
                 Tracer::Profile => depth == 0 && graph.is_empty() && notrace.is_empty() && clock::is_tsc(),
             },
+        libcall: settings.libcall,
         graph,
         notrace,
         triggers,
@@ -220,7 +223,11 @@ pub fn start(settings: &Settings, attached: bool) -> Result<(), String> {
     }
     *session::lock() = Some(session);
     crate::notify::on_modules_added(on_modules);
+    let libcall = settings.libcall;
     api::with_state(|state| {
+        // Library calls marked (and named) before the names are written.
+        crate::libcall::set_return_trampolines(asm::return_trampolines());
+        crate::libcall::set_mode(state, libcall)?;
         on_modules(state);
         Ok(())
     })
@@ -248,11 +255,18 @@ fn register(filter: &[String], ops_notrace: &[String]) -> Result<(), String> {
         Tracer::Function => (graph::function_entry, None),
         _ => (graph::graph_entry, Some(graph::graph_exit)),
     };
+    let libcall = config().libcall;
+    api::with_state(|state| crate::libcall::set_mode(state, libcall)).map_err(|e| e.to_string())?;
+    let libcalls = if libcall == settings::Libcall::None {
+        0
+    } else {
+        FL_LIBCALLS
+    };
     let ops = Ops::with_site_slots(
         Some(as_callback(entry)),
         exit.map(as_callback),
         std::ptr::null_mut(),
-        FL_RECURSION_SAFE,
+        FL_RECURSION_SAFE | libcalls,
         fast_slot,
     );
     ops.set_patterns(filter, ops_notrace).map_err(|e| e.to_string())?;
@@ -289,8 +303,11 @@ pub fn unregister() -> bool {
 pub fn reconfigure(settings: &Settings, on: bool) -> Result<(), String> {
     let parsed = parse(settings)?;
     let old = config();
-    let kept =
-        (*ops_slot()).filter(|_| on && parsed.config.kind == old.kind && parsed.config.fast == old.fast);
+    let kept = (*ops_slot()).filter(|_| {
+        on && parsed.config.kind == old.kind
+            && parsed.config.fast == old.fast
+            && parsed.config.libcall == old.libcall
+    });
     if kept.is_none() {
         unregister();
     }

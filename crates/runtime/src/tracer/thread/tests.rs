@@ -91,6 +91,7 @@ fn configure() {
                 has_graph: false,
                 tracing: AtomicBool::new(true),
                 fast: false,
+                libcall: Default::default(),
                 graph: Default::default(),
                 notrace: Default::default(),
                 triggers: Vec::new(),

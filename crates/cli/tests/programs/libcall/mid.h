@@ -1,0 +1,2 @@
+long mid_len(const char *s);
+long mid_calls(void);

@@ -1,0 +1,205 @@
+//! Library calls (`docs/RUNTIME.md`, "Library calls"): the program's calls
+//! into shared libraries no compiler prepared, traced at the callee.
+//!
+//! Such a library is an opt-in module of the core: its functions are
+//! selected by a pattern that names it (`*:mod:libz`), or, for an ops that
+//! wants library calls, as the functions other modules import. Which
+//! modules' imports count is the mode: the program's (the default, as in
+//! uftrace), or every module's (`--nest-libcall`). An import is resolved
+//! as the dynamic linker resolves it for a global lookup (`dlsym`, which
+//! also runs IFUNC resolvers), so PLT, `-z now`, `-fno-plt` and Rust's
+//! GOT calls are one case: the function at that address.
+//!
+//! Every detour in such a module starts with a guard that skips the call
+//! to the tracer when the caller's return address lies in one of two
+//! ranges ([`fntrace_arch::x86_64::bare::guarded_detour`]). A site wanted
+//! only as a library call gets the ranges of the mode: outside the program
+//! (below and above it), or, nested, the callee's own module and the
+//! runtime. A site some ops wants plainly traces every caller but the
+//! runtime itself.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use fntrace_format::settings::Libcall;
+
+use crate::state::State;
+
+/// The mode, as [`Libcall::ALL`]'s index.
+static MODE: AtomicU8 = AtomicU8::new(1);
+
+/// Imports that are never traced as library calls (uftrace skips the
+/// same): the start of the run, which would be every trace's root, its
+/// end, and the profiling hooks.
+const SKIP: &[&str] = &[
+    "__libc_start_main",
+    "__cxa_finalize",
+    "mcount",
+    "_mcount",
+    "__fentry__",
+    "__cyg_profile_func_enter",
+    "__cyg_profile_func_exit",
+];
+
+/// The library-call mode.
+pub fn mode() -> Libcall {
+    Libcall::ALL[MODE.load(Ordering::Relaxed) as usize]
+}
+
+/// Sets the mode and marks the imports it makes count.
+pub fn set_mode(state: &mut State, mode: Libcall) -> crate::Result<()> {
+    let index = Libcall::ALL.iter().position(|&m| m == mode).unwrap_or(1);
+    MODE.store(index as u8, Ordering::Relaxed);
+    mark(state)
+}
+
+/// Import addresses by name, resolved once each (`None`: not found).
+#[derive(Debug, Default)]
+pub struct Resolved {
+    by_name: HashMap<Arc<str>, Option<usize>>,
+}
+
+impl Resolved {
+    fn get(&mut self, name: &Arc<str>) -> Option<usize> {
+        *self
+            .by_name
+            .entry(name.clone())
+            .or_insert_with(|| crate::sys::lookup_global(name))
+    }
+}
+
+/// The functions the modules of the mode import, by address, with the
+/// name each is imported by; `new`: the imports of a module being taken
+/// in (not in `state.mods` yet), and whether it is the program.
+pub fn targets(state: &mut State, new: Option<(&[Arc<str>], bool)>) -> HashMap<usize, Arc<str>> {
+    let mode = mode();
+    let mut out: HashMap<usize, Arc<str>> = HashMap::new();
+    if mode == Libcall::None {
+        return out;
+    }
+    let mut resolved = std::mem::take(&mut state.resolved);
+    let old = state
+        .mods
+        .iter()
+        .flatten()
+        .map(|m| (&m.imports[..], m.loaded.main));
+    for (imports, main) in old.chain(new) {
+        if !main && mode != Libcall::Nested {
+            continue;
+        }
+        for name in imports.iter().filter(|n| !SKIP.contains(&&***n)) {
+            if let Some(addr) = resolved.get(name) {
+                out.entry(addr).or_insert_with(|| name.clone());
+            }
+        }
+    }
+    state.resolved = resolved;
+    out
+}
+
+/// Marks, in every opt-in module, the functions that the modules of the
+/// mode import, and applies what the registered ops then want. Each takes
+/// the import's name if no other function of its module has it.
+pub fn mark(state: &mut State) -> crate::Result<()> {
+    let mode = mode();
+    if mode == Libcall::None {
+        return Ok(());
+    }
+    let targets = targets(state, None);
+    let mut changes = Vec::new();
+    for id in 0..state.mods.len() {
+        let Some(module) = state.core.module(id).filter(|m| m.opt_in) else {
+            continue;
+        };
+        let Some(base) = state.mods[id].as_ref().map(|m| m.fid_base as usize) else {
+            continue;
+        };
+        let count = module.functions.len();
+        let marked = |f: usize| module.imported.get(f).copied().unwrap_or(false);
+        let found: Vec<(usize, Arc<str>)> = (0..count)
+            .filter(|&f| !marked(f))
+            .filter_map(|f| {
+                let record = state.functions.get(base + f)?;
+                let name = targets.get(&(record.address as usize))?;
+                Some((f, name.clone()))
+            })
+            .collect();
+        if found.is_empty() {
+            continue;
+        }
+        // The name the caller used (`malloc`, not glibc's `__libc_malloc`
+        // at the same address; `memcpy`, not `libc.so.6+0x…`), unless
+        // another function has it (an IFUNC's resolver: the implementation
+        // keeps its own name, `__strlen_avx2`).
+        let taken: std::collections::HashSet<Arc<str>> = module.functions.iter().cloned().collect();
+        for (f, name) in &found {
+            if !taken.contains(name) {
+                state.functions[base + f].name = name.clone();
+                state.core.rename(id, *f, name.clone());
+            }
+        }
+        let fs: Vec<usize> = found.iter().map(|(f, _)| *f).collect();
+        changes.extend(state.core.mark_imported(id, &fs));
+    }
+    state.apply(changes)
+}
+
+/// Where the clients' return trampolines are, `[start, end)`: a return
+/// address there is a hijacked slot, the function that holds it tail-called
+/// here, and the call is its caller's (never skipped by the guard).
+static RETURNS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+/// Tells the guards where the return trampolines are (a client that
+/// hijacks returns calls this before it registers).
+pub fn set_return_trampolines((start, end): (usize, usize)) {
+    RETURNS[0].store(start, Ordering::Relaxed);
+    RETURNS[1].store(end, Ordering::Relaxed);
+}
+
+/// The ranges of the guard of a site in module `m`: `(start, length)` each
+/// of A, B and T (`fntrace_arch::x86_64::bare::guarded_detour`): callers
+/// in A or B are skipped unless in T. `guarded`: the site is wanted as a
+/// library call only.
+pub fn ranges(state: &State, m: usize, guarded: bool) -> [(usize, usize); 3] {
+    let runtime = runtime_span();
+    let span = |(lo, hi): (usize, usize)| (lo, hi.saturating_sub(lo));
+    let returns = span((
+        RETURNS[0].load(Ordering::Relaxed),
+        RETURNS[1].load(Ordering::Relaxed),
+    ));
+    if !guarded {
+        return [span(runtime), (0, 0), returns];
+    }
+    let code = |main: bool, id: usize| {
+        state
+            .mods
+            .iter()
+            .enumerate()
+            .filter_map(|(i, module)| Some((i, module.as_ref()?)))
+            .find(|(i, module)| if main { module.loaded.main } else { *i == id })
+            .and_then(|(_, module)| module.loaded.code_span())
+    };
+    match mode() {
+        Libcall::Nested => [span(code(false, m).unwrap_or((0, 0))), span(runtime), returns],
+        // Outside the program: from its end, around, to its start.
+        _ => match code(true, m) {
+            Some((lo, hi)) => [(hi, (hi - lo).wrapping_neg()), (0, 0), returns],
+            // No program known: nobody is traced.
+            None => [(0, usize::MAX), (0, 0), returns],
+        },
+    }
+}
+
+/// The runtime's own code: never a traced caller.
+fn runtime_span() -> (usize, usize) {
+    static SPAN: OnceLock<(usize, usize)> = OnceLock::new();
+    *SPAN.get_or_init(|| {
+        let here = runtime_span as *const () as usize;
+        crate::modules::loaded()
+            .into_iter()
+            .find(|m| m.contains(here))
+            .and_then(|m| m.code_span())
+            .unwrap_or((here, here + 1))
+    })
+}
