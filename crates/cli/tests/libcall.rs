@@ -112,7 +112,10 @@ fn replay(data: &Path) -> String {
 }
 
 /// What the program calls in libraries and counts, with the count's name.
-const COUNTED: &[&str] = &["malloc", "free", "getpid", "strdup", "mid_len"];
+/// `memcpy`: the program's 30 calls, not strdup's tail calls of it inside
+/// libc (strdup being traced, they reach memcpy with a hijacked return
+/// address: `docs/RUNTIME.md`, "Library calls").
+const COUNTED: &[&str] = &["malloc", "free", "getpid", "strdup", "mid_len", "memcpy"];
 
 #[test]
 fn the_programs_library_calls_are_traced_exactly() {
@@ -168,16 +171,13 @@ fn no_libcall_leaves_them_out_and_nest_libcall_follows_libraries() {
     let data = work.path("nested.data");
     record(&exe, &data, &["--nest-libcall"]);
     let nested = calls(&data);
-    // mid_len's strlen (in libmid, by a tail call from mid_count):
-    // strlen's implementation keeps its own name (`__strlen_avx2`...),
-    // the IFUNC's resolver being `strlen`.
-    let strlen: Vec<(&String, &u64)> = nested.iter().filter(|(n, _)| n.contains("strlen")).collect();
-    assert_eq!(strlen.len(), 1, "{nested:?}");
-    assert_eq!(Some(strlen[0].1), truth.get("mid_len"), "{nested:?}");
+    // mid_len's strlen (in libmid, by a tail call from mid_count): the
+    // IFUNC's implementation (`__strlen_avx2`...) named as it is called.
+    assert_eq!(nested.get("strlen"), truth.get("mid_len"), "{nested:?}");
     // The program's calls are all there; libc's own calls of them are not
     // (strdup's malloc), those of other libraries may be (the dynamic
     // linker's, for each thread's TLS).
-    for f in ["getpid", "strdup", "mid_len", "free"] {
+    for f in ["getpid", "strdup", "mid_len", "free", "memcpy"] {
         assert_eq!(nested.get(f), truth.get(f), "{f}: {nested:?}");
     }
     assert!(nested.get("malloc") >= truth.get("malloc"), "{nested:?}");
@@ -293,8 +293,8 @@ fn attached_library_calls_and_every_byte_given_back() {
         }
     }
     // The program's sites and the library's are turned on (and off) in a
-    // batch each: the first and last frames of a thread may miss the
-    // library call; between, every frame has both.
+    // batch each, site by site: the first and last frames of a thread may
+    // miss a call; between, every frame has both.
     let both = ["leaf();", "lib_twice();"];
     let mut whole = 0;
     for (tid, frames) in &frames {
@@ -302,10 +302,8 @@ fn attached_library_calls_and_every_byte_given_back() {
         let last = frames.iter().rposition(|f| f == &both).unwrap_or(0);
         for (i, f) in frames.iter().enumerate() {
             let edge = i < first || i > last;
-            assert!(
-                f == &both || (edge && f == &["leaf();"]),
-                "thread {tid}, frame {i}: {f:?}"
-            );
+            let part = f.is_empty() || f == &["leaf();"] || f == &["lib_twice();"];
+            assert!(f == &both || (edge && part), "thread {tid}, frame {i}: {f:?}");
         }
         whole += last.saturating_sub(first);
     }

@@ -98,9 +98,42 @@ pub fn targets(state: &mut State, new: Option<(&[Arc<str>], bool)>) -> HashMap<u
     out
 }
 
+/// The new names of a library's functions (`names`, by index) after the
+/// imports that reach them (`imports`: function index and import name):
+/// `malloc`, not glibc's `__libc_malloc` at the same address; `memcpy`,
+/// not `libc.so.6+0x…`. An IFUNC's implementation takes its name from the
+/// resolver (`strlen` for `__strlen_avx2`), which becomes `strlen.ifunc`
+/// (never traced: it runs once, in the dynamic linker). A name another
+/// function has otherwise is left alone.
+pub fn renames(
+    names: &[Arc<str>],
+    is_ifunc: impl Fn(usize) -> bool,
+    imports: &[(usize, Arc<str>)],
+) -> Vec<(usize, Arc<str>)> {
+    let mut by_name: HashMap<&str, usize> = HashMap::new();
+    for (i, name) in names.iter().enumerate() {
+        by_name.entry(name).or_insert(i);
+    }
+    let mut out = Vec::new();
+    for (f, name) in imports {
+        if names.get(*f).is_none_or(|n| n == name) {
+            continue;
+        }
+        match by_name.get(&**name) {
+            Some(&other) if is_ifunc(other) => {
+                out.push((other, format!("{name}.ifunc").into()));
+                out.push((*f, name.clone()));
+            }
+            Some(_) => {}
+            None => out.push((*f, name.clone())),
+        }
+    }
+    out
+}
+
 /// Marks, in every opt-in module, the functions that the modules of the
 /// mode import, and applies what the registered ops then want. Each takes
-/// the import's name if no other function of its module has it.
+/// the import's name ([`renames`]).
 pub fn mark(state: &mut State) -> crate::Result<()> {
     let mode = mode();
     if mode == Libcall::None {
@@ -128,16 +161,12 @@ pub fn mark(state: &mut State) -> crate::Result<()> {
         if found.is_empty() {
             continue;
         }
-        // The name the caller used (`malloc`, not glibc's `__libc_malloc`
-        // at the same address; `memcpy`, not `libc.so.6+0x…`), unless
-        // another function has it (an IFUNC's resolver: the implementation
-        // keeps its own name, `__strlen_avx2`).
-        let taken: std::collections::HashSet<Arc<str>> = module.functions.iter().cloned().collect();
-        for (f, name) in &found {
-            if !taken.contains(name) {
-                state.functions[base + f].name = name.clone();
-                state.core.rename(id, *f, name.clone());
-            }
+        // The names the callers use (`renames`).
+        let ifuncs = &state.mods[id].as_ref().map_or(&[][..], |m| &m.ifuncs[..]);
+        let renamed = renames(&module.functions, |f| ifuncs.contains(&(f as u32)), &found);
+        for (f, name) in renamed {
+            state.functions[base + f].name = name.clone();
+            state.core.rename(id, f, name);
         }
         let fs: Vec<usize> = found.iter().map(|(f, _)| *f).collect();
         changes.extend(state.core.mark_imported(id, &fs));
@@ -189,6 +218,40 @@ pub fn ranges(state: &State, m: usize, guarded: bool) -> [(usize, usize); 3] {
             None => [(0, usize::MAX), (0, 0), returns],
         },
     }
+}
+
+/// Whether the call whose callback `ip` this is, a tail call by a traced
+/// function whose code is in the module at address `home` (its return
+/// hijacked, so the guard let it through as range T), is one the site's
+/// guard skips: the guard's ranges A and B, asked with the tail caller's
+/// address. False for a site without a guard (its ranges are empty) and
+/// for any site that is not a bare site's detour.
+pub fn skips_tail_call(ip: usize, home: usize) -> bool {
+    let Some(call) = ip.checked_sub(6) else {
+        return false;
+    };
+    // SAFETY: `ip` is where a traced call's site returns to: code mapped
+    // for as long as the process runs (a detour's, never freed, or the
+    // function's own); the six bytes before it are that site's call.
+    let bytes: [u8; 6] = unsafe { std::ptr::read_unaligned(call as *const [u8; 6]) };
+    if bytes[..2] != [0xff, 0x15] {
+        return false;
+    }
+    let disp = i32::from_le_bytes([bytes[2], bytes[3], bytes[4], bytes[5]]);
+    let word = ip.wrapping_add_signed(disp as isize);
+    let at = word + fntrace_arch::x86_64::bare::GUARD_WORDS as usize;
+    // SAFETY: `call [rip+disp]` at the end of a bare site's detour: `word`
+    // is its `W`, in a group of words that lives forever (`detour.rs`),
+    // read whole; the guard's ranges follow it.
+    let range = |k: usize| unsafe {
+        (
+            std::ptr::read_volatile((at + 16 * k) as *const usize),
+            std::ptr::read_volatile((at + 16 * k + 8) as *const usize),
+        )
+    };
+    (0..2)
+        .map(range)
+        .any(|(start, length)| home.wrapping_sub(start) < length)
 }
 
 /// The runtime's own code: never a traced caller.

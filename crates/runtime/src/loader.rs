@@ -143,22 +143,30 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     let mut imported = Vec::new();
     if opt_in {
         let targets = crate::libcall::targets(state, None);
-        let taken: std::collections::HashSet<std::sync::Arc<str>> =
-            binary.functions.iter().map(|f| f.name.clone()).collect();
-        imported = binary
+        let found: Vec<(usize, std::sync::Arc<str>)> = binary
             .functions
-            .iter_mut()
-            .map(|f| match targets.get(&(bias.wrapping_add(f.address) as usize)) {
-                Some(name) => {
-                    if !taken.contains(name) {
-                        f.name = name.clone();
-                    }
-                    true
-                }
-                None => false,
-            })
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| Some((i, targets.get(&(bias.wrapping_add(f.address) as usize))?.clone())))
             .collect();
+        let names: Vec<std::sync::Arc<str>> = binary.functions.iter().map(|f| f.name.clone()).collect();
+        let functions = &binary.functions;
+        for (f, name) in crate::libcall::renames(&names, |i| functions[i].ifunc, &found) {
+            binary.functions[f].name = name;
+        }
+        imported = vec![false; binary.functions.len()];
+        for (f, _) in &found {
+            imported[*f] = true;
+        }
     }
+    // IFUNC resolvers, by function index (`libcall::renames`).
+    let ifuncs: Vec<u32> = binary
+        .functions
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.ifunc)
+        .map(|(i, _)| i as u32)
+        .collect();
     // Each name kept once (as discovery allocated it), shared by the core
     // and the function table.
     let mut names: Vec<std::sync::Arc<str>> = Vec::with_capacity(binary.functions.len());
@@ -184,6 +192,7 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     }
     let mut module = ModState::new(loaded, &records, fid_base, originals, mirror);
     module.imports = imports;
+    module.ifuncs = ifuncs;
     let mut core_module = Module::new(module.loaded.name(), names, records);
     core_module.opt_in = opt_in;
     core_module.imported = imported;

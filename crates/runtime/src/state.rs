@@ -82,6 +82,8 @@ pub struct ModState {
     pub bare: BareSites,
     /// The functions it calls in other modules by name (`libcall.rs`).
     pub imports: Vec<std::sync::Arc<str>>,
+    /// Its IFUNC resolvers, by function index (`libcall::renames`).
+    pub ifuncs: Vec<u32>,
 }
 
 /// What a shared slot is for: the ops (its address) and the routine.
@@ -107,6 +109,7 @@ impl ModState {
             mirror,
             bare: BareSites::default(),
             imports: Vec::new(),
+            ifuncs: Vec::new(),
         }
     }
 

@@ -42,6 +42,10 @@ pub struct Table {
     pub flags: Vec<u8>,
     /// `depth=N` by function id.
     pub depth: Vec<u16>,
+    /// Each module's first function id and an address of its code (its
+    /// lowest), by first function id: where a function lives, for the
+    /// library-call guard's ranges (`libcall::skips_tail_call`).
+    pub homes: Vec<(u32, usize)>,
 }
 
 static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
@@ -56,6 +60,18 @@ pub fn flags(fid: u32) -> u8 {
     // SAFETY: published tables are leaked, never freed.
     let t = unsafe { &*p };
     t.flags.get(fid as usize).copied().unwrap_or(0)
+}
+
+/// An address in the code of the module of function `fid`.
+pub fn home(fid: u32) -> Option<usize> {
+    let p = TABLE.load(Ordering::Acquire);
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: as in `flags`.
+    let t = unsafe { &*p };
+    let at = t.homes.partition_point(|&(first, _)| first <= fid);
+    at.checked_sub(1).map(|i| t.homes[i].1)
 }
 
 /// The `depth=N` trigger of `fid`.
@@ -124,12 +140,16 @@ pub fn publish(state: &State, graph: &Filter, notrace: &Filter, triggers: &[Trig
     let mut table = Table {
         flags: vec![0; n],
         depth: vec![0; n],
+        homes: Vec::new(),
     };
     for (m, module) in state.mods.iter().enumerate() {
         let Some(module) = module else { continue };
         let Some(core) = state.core.module(m) else {
             continue;
         };
+        if let Some((lo, _)) = module.loaded.code_span() {
+            table.homes.push((module.fid_base, lo));
+        }
         for record in &core.sites {
             let fid = record.data.fid as usize;
             if record.role == Role::Exit && fid < n {
@@ -178,6 +198,7 @@ pub fn publish(state: &State, graph: &Filter, notrace: &Filter, triggers: &[Trig
             }
         }
     }
+    table.homes.sort_unstable();
     let p = Box::leak(Box::new(table));
     TABLE.store(p, Ordering::Release);
 }

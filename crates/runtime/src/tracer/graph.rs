@@ -68,6 +68,21 @@ pub unsafe extern "C" fn graph_entry(
     let now = clock::now();
     let fid = fids::of_ip(ip);
     let slot = slot as usize;
+    // A tail call by a traced function (its frame at the same slot, its
+    // return hijacked) into a library function: a call the library-call
+    // guard may not want, asked with the tail caller's module (strdup's
+    // `jmp memcpy` is libc's own call, not the program's).
+    if let Some(top) = t.top() {
+        let tail = top.slot == slot && top.flags & F_HIJACKED != 0;
+        if tail && fids::flags(fid) & fids::PLAIN != 0 {
+            if let Some(home) = fids::home(top.fid) {
+                if crate::libcall::skips_tail_call(ip, home) {
+                    t.leave();
+                    return;
+                }
+            }
+        }
+    }
     drop_stale(&mut t, slot, now, true);
     // SAFETY: `slot` is the traced function's return slot on this stack.
     unsafe { enter_frame(&mut t, fid, slot, now) };
