@@ -46,7 +46,7 @@ run() { # config workload -> the workload's "NS RESULT"
     case $c in
     plain) "${cmd[@]}" ;;
     fntrace) "$fntrace" record -o "$d" --buffer-size 256M -- "${cmd[@]}" ;;
-    fntrace-mod) "$fntrace" record -o "$d" --buffer-size 256M -F '*:mod:libtiny' -F 'leaf' -- "${cmd[@]}" ;;
+    fntrace-mod) "$fntrace" record -o "$d" --buffer-size 256M --force -F '*:mod:libtiny' -F 'leaf' -- "${cmd[@]}" ;;
     uftrace) uftrace record -P . -d "$d" "${cmd[@]}" ;;
     esac
 }

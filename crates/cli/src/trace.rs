@@ -90,21 +90,34 @@ impl Name {
 /// The names of one process's functions, made on first use. Two
 /// functions of one name at different addresses (static functions of two
 /// files) are told apart: each shown name gets ` [FILE+0xOFFSET]`, the
-/// offset in its module, the same in every process of the same file.
+/// offset in its module, the same in every process of the same file. The
+/// program's own function keeps its plain name when the other is a
+/// library's (`step`, which glibc defines too).
 pub struct Names<'p> {
     functions: &'p Functions,
     demangle: bool,
     cache: HashMap<u32, Name>,
     /// Symbols that name more than one function.
     shared: HashSet<&'p str>,
+    /// Symbols that name exactly one function of the program.
+    program_once: HashSet<&'p str>,
+    /// The program's path.
+    program: Option<&'p str>,
     /// Load bias of each module path.
     biases: HashMap<&'p str, u64>,
 }
 
 impl<'p> Names<'p> {
+    #[cfg(test)]
     pub fn new(functions: &'p Functions, demangle: bool) -> Names<'p> {
+        Names::with_program(functions, demangle, None)
+    }
+
+    /// [`Names::new`], knowing which module is the program (`program`).
+    fn with_program(functions: &'p Functions, demangle: bool, program: Option<&'p str>) -> Names<'p> {
         let mut first: HashMap<&str, u64> = HashMap::new();
         let mut shared = HashSet::new();
+        let mut in_program: HashMap<&str, (u64, bool)> = HashMap::new();
         for f in functions.iter() {
             match first.insert(&f.name, f.address) {
                 Some(address) if address != f.address => {
@@ -112,19 +125,33 @@ impl<'p> Names<'p> {
                 }
                 _ => {}
             }
+            if program == Some(f.module.as_str()) {
+                in_program
+                    .entry(&f.name)
+                    .and_modify(|(address, once)| *once &= *address == f.address)
+                    .or_insert((f.address, true));
+            }
         }
+        let program_once = in_program
+            .into_iter()
+            .filter(|(_, (_, once))| *once)
+            .map(|(name, _)| name)
+            .collect();
         Names {
             functions,
             demangle,
             cache: HashMap::new(),
             shared,
+            program_once,
+            program,
             biases: HashMap::new(),
         }
     }
 
     /// The names of `process`'s functions (with its modules' load biases).
     pub fn of(process: &'p Process, demangle: bool) -> Names<'p> {
-        let mut names = Names::new(&process.functions, demangle);
+        let program = (!process.info.exe.is_empty()).then_some(process.info.exe.as_str());
+        let mut names = Names::with_program(&process.functions, demangle, program);
         names.biases = process
             .info
             .modules
@@ -138,13 +165,17 @@ impl<'p> Names<'p> {
     pub fn get(&mut self, fid: u32) -> &Name {
         let (functions, wanted) = (self.functions, self.demangle);
         let (shared, biases) = (&self.shared, &self.biases);
+        let (program, program_once) = (self.program, &self.program_once);
         self.cache.entry(fid).or_insert_with(|| {
             let symbol = functions.name(fid);
             let entry = functions.get(fid);
             let module = entry.map_or_else(String::new, |f| output::file_name(Path::new(&f.module)));
             let demangled = demangle::demangle(&symbol);
             let mut shown = if wanted { demangled.clone() } else { symbol.clone() };
-            if let Some(f) = entry.filter(|_| shared.contains(symbol.as_str())) {
+            let plain = |f: &&fntrace_format::meta::FunctionEntry| {
+                program == Some(f.module.as_str()) && program_once.contains(symbol.as_str())
+            };
+            if let Some(f) = entry.filter(|f| shared.contains(symbol.as_str()) && !plain(f)) {
                 let bias = biases.get(f.module.as_str()).copied().unwrap_or(0);
                 shown = format!("{shown} [{module}+{:#x}]", f.address.wrapping_sub(bias));
             }

@@ -203,7 +203,11 @@ fn dynamic(path: &Path) -> Option<Dynamic> {
 /// functions no compiler prepared.
 fn discover(path: &Path, bare: bool) -> Option<Binary> {
     let data = crate::output::read_input(path).ok()?;
-    fntrace_sites::discover_file_with(path, &data, &fntrace_sites::Options { bare })
+    let options = fntrace_sites::Options {
+        bare,
+        ..fntrace_sites::Options::default()
+    };
+    fntrace_sites::discover_file_with(path, &data, &options)
         .ok()
         .filter(|b| !b.sites.is_empty())
 }

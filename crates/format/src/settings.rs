@@ -218,6 +218,16 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// Whether a pattern of these settings names a module
+    /// (`PATTERN:mod:MODULE`, in a filter, notrace, graph function or
+    /// trigger).
+    pub fn names_modules(&self) -> bool {
+        [&self.filter, &self.notrace, &self.graph_functions, &self.triggers]
+            .into_iter()
+            .flatten()
+            .any(|p| p.contains(":mod:"))
+    }
+
     /// The variables that say these settings; those left at their default
     /// are not in it (see [`OPTIONS`] for the ones to remove then).
     pub fn to_env(&self) -> Vec<(&'static str, OsString)> {

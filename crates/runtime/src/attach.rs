@@ -235,6 +235,9 @@ impl Session {
     /// Takes the process over: set up (first time) or take the sites over
     /// again, then start the tracer with `settings`.
     fn begin(&mut self, settings: Result<Settings, SettingsError>) -> Result<String, String> {
+        if let Ok(settings) = &settings {
+            loader::want_library_names(settings.names_modules());
+        }
         if api::lock().is_none() {
             crate::setup()?;
         } else {

@@ -87,6 +87,8 @@ fn setup() -> std::result::Result<(), String> {
     }
     routines::setup();
     trap::install().map_err(|e| format!("cannot install the SIGTRAP handler: {e}"))?;
+    let from_env = settings::Settings::from_env(|name| std::env::var(name).ok().filter(|v| !v.is_empty()));
+    loader::want_library_names(from_env.is_ok_and(|s| s.names_modules()));
     let mut state = State::new(patcher, sync, true);
     // ftrace_init: while the process is single-threaded, plain writes.
     let live = sys::thread_count() > 1;

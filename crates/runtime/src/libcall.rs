@@ -101,31 +101,30 @@ pub fn targets(state: &mut State, new: Option<(&[Arc<str>], bool)>) -> HashMap<u
 /// The new names of a library's functions (`names`, by index) after the
 /// imports that reach them (`imports`: function index and import name):
 /// `malloc`, not glibc's `__libc_malloc` at the same address; `memcpy`,
-/// not `libc.so.6+0x…`. An IFUNC's implementation takes its name from the
-/// resolver (`strlen` for `__strlen_avx2`), which becomes `strlen.ifunc`
-/// (never traced: it runs once, in the dynamic linker). A name another
-/// function has otherwise is left alone.
+/// not `libc.so.6+0x…`. The import's function is the name's default
+/// definition (the one a global lookup finds), so another function of that
+/// name is the IFUNC resolver that chose it (`strlen` for `__strlen_avx2`),
+/// which becomes `strlen.ifunc` (never traced: it runs once, in the dynamic
+/// linker), or an older version of it, kept for old programs (glibc's
+/// compat symbols, `memcpy@GLIBC_2.2.5`, which `.dynsym` names `memcpy`
+/// too), which becomes `memcpy.compat`.
 pub fn renames(
     names: &[Arc<str>],
     is_ifunc: impl Fn(usize) -> bool,
     imports: &[(usize, Arc<str>)],
 ) -> Vec<(usize, Arc<str>)> {
-    let mut by_name: HashMap<&str, usize> = HashMap::new();
+    let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, name) in names.iter().enumerate() {
-        by_name.entry(name).or_insert(i);
+        by_name.entry(name).or_default().push(i);
     }
     let mut out = Vec::new();
     for (f, name) in imports {
-        if names.get(*f).is_none_or(|n| n == name) {
-            continue;
+        for &other in by_name.get(&**name).into_iter().flatten().filter(|&&o| o != *f) {
+            let suffix = if is_ifunc(other) { "ifunc" } else { "compat" };
+            out.push((other, format!("{name}.{suffix}").into()));
         }
-        match by_name.get(&**name) {
-            Some(&other) if is_ifunc(other) => {
-                out.push((other, format!("{name}.ifunc").into()));
-                out.push((*f, name.clone()));
-            }
-            Some(_) => {}
-            None => out.push((*f, name.clone())),
+        if names.get(*f).is_some_and(|n| n != name) {
+            out.push((*f, name.clone()));
         }
     }
     out

@@ -10,6 +10,8 @@
 //! instruction. Such a site is *punned* instead (`mirror.rs`): no byte of
 //! it ever stops being an instruction boundary.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use fntrace_arch::{BreakpointPatcher, Code, Shape};
 use fntrace_core::{Module, Role};
 use fntrace_sites::SiteKind;
@@ -35,6 +37,17 @@ pub fn shape_of(kind: SiteKind) -> (Shape, Role) {
             },
             Role::Entry,
         ),
+    }
+}
+
+/// Whether libraries' debug files are read (a pattern names a module).
+static LIBRARY_NAMES: AtomicBool = AtomicBool::new(false);
+
+/// Asks for the libraries' debug files from now on (`on`): the settings'
+/// patterns name a module.
+pub fn want_library_names(on: bool) {
+    if on {
+        LIBRARY_NAMES.store(true, Ordering::Relaxed);
     }
 }
 
@@ -105,7 +118,13 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     };
     // Functions no compiler prepared are taken in everywhere: a library's
     // are traced by a filter that names it, or as library calls.
-    let options = fntrace_sites::Options { bare: true };
+    // A library's debug file names its static functions, which only a
+    // pattern naming the library selects; library calls take their names
+    // from the imports (`libcall.rs`).
+    let options = fntrace_sites::Options {
+        bare: true,
+        debug_file: loaded.main || LIBRARY_NAMES.load(Ordering::Relaxed),
+    };
     let imports = fntrace_sites::function_imports(file.bytes())
         .unwrap_or_default()
         .into_iter()

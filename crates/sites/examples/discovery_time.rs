@@ -23,7 +23,10 @@ fn main() {
         }
     };
     for bare in [false, true] {
-        let options = Options { bare };
+        let options = Options {
+            bare,
+            ..Options::default()
+        };
         let mut ms = Vec::with_capacity(runs);
         let mut last = None;
         for _ in 0..runs {

@@ -70,12 +70,18 @@ pub struct Options {
     /// sites, a [`SiteKind::Bare`] site for every function, and the
     /// functions that get none in [`Binary::unpatchable`].
     pub bare: bool,
+    /// In a stripped file, names from its separate debug file if one is
+    /// found (else `.dynsym` and the unwind data's functions, unnamed).
+    pub debug_file: bool,
 }
 
 impl Default for Options {
-    /// What [`discover_file`] does: bare sites included.
+    /// What [`discover_file`] does: bare sites included, debug files read.
     fn default() -> Self {
-        Options { bare: true }
+        Options {
+            bare: true,
+            debug_file: true,
+        }
     }
 }
 
@@ -102,7 +108,7 @@ pub fn discover_file_with(path: &std::path::Path, data: &[u8], options: &Options
         true => Source::Symbol,
         false => Source::DynSym,
     };
-    if image.file.symbol_table().is_none() {
+    if image.file.symbol_table().is_none() && options.debug_file {
         let debug = debugfile::find(path, data);
         if let Some(functions) = debug.and_then(|d| names::from_debug_file(&image, &d)) {
             binary = discover_in(&image, FunctionTable::new(functions))?;

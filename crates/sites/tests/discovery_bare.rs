@@ -224,7 +224,15 @@ fn only_where_no_compiler_prepared() {
 
     let plain = build(&work, "plain", "gcc", &[]);
     let data = std::fs::read(&plain).unwrap();
-    let binary = fntrace_sites::discover_file_with(&plain, &data, &Options { bare: false }).unwrap();
+    let binary = fntrace_sites::discover_file_with(
+        &plain,
+        &data,
+        &Options {
+            bare: false,
+            ..Options::default()
+        },
+    )
+    .unwrap();
     assert!(binary.sites.is_empty() && binary.unpatchable.is_empty());
     assert!(fntrace_sites::discover(&data).unwrap().sites.is_empty());
 

@@ -98,7 +98,7 @@ fn samples(test: &str) -> Vec<PathBuf> {
 /// recordmcount rewrites must read back with every site it recorded, and
 /// with the `__patchable_function_entries` sites it had.
 fn exercise(path: &Path, data: &[u8]) {
-    if let Ok(binary) = fntrace_sites::discover_file_with(path, data, &Options { bare: true }) {
+    if let Ok(binary) = fntrace_sites::discover_file_with(path, data, &Options::default()) {
         let functions = binary.functions.len();
         assert!(binary
             .sites
