@@ -245,6 +245,35 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fntrace_format::FunctionEntry;
+
+    #[test]
+    fn the_programs_name_stays_plain_beside_a_librarys() {
+        let entry = |fid: u32, module: &str, address: u64, name: &str| FunctionEntry {
+            fid,
+            module: module.to_string(),
+            address,
+            size: 8,
+            name: name.to_string(),
+        };
+        let functions = Functions::new(vec![
+            entry(0, "/bin/prog", 0x1000, "step"),
+            entry(1, "/bin/prog", 0x1100, "helper"),
+            entry(2, "/bin/prog", 0x1200, "helper"),
+            entry(3, "/lib/libc.so.6", 0x9000, "step"),
+            entry(4, "/lib/libz.so.1", 0xa000, "inflate"),
+            entry(5, "/lib/libzz.so.1", 0xb000, "inflate"),
+        ])
+        .unwrap();
+        let mut names = Names::with_program(&functions, false, Some("/bin/prog"));
+        assert_eq!(names.shown(0), "step");
+        assert_eq!(names.shown(1), "helper [prog+0x1100]");
+        assert_eq!(names.shown(2), "helper [prog+0x1200]");
+        assert_eq!(names.shown(3), "step [libc.so.6+0x9000]");
+        assert_eq!(names.shown(4), "inflate [libz.so.1+0xa000]");
+        // Without knowing the program, every shared name is told apart.
+        assert_eq!(Names::new(&functions, false).shown(0), "step [prog+0x1000]");
+    }
 
     #[test]
     fn dates() {

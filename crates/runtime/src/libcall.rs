@@ -265,3 +265,36 @@ fn runtime_span() -> (usize, usize) {
             .unwrap_or((here, here + 1))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<Arc<str>> {
+        list.iter().map(|&n| Arc::from(n)).collect()
+    }
+
+    #[test]
+    fn the_import_names_its_function_and_others_of_that_name_step_aside() {
+        // 0 __libc_malloc (malloc's address), 1 strlen (IFUNC resolver),
+        // 2 libc.so.6+0x1000 (__strlen_avx2), 3 memcpy (a compat version),
+        // 4 libc.so.6+0x2000 (the default memcpy), 5 puts (as imported).
+        let all = names(&["__libc_malloc", "strlen", "libc.so.6+0x1000", "memcpy", "libc.so.6+0x2000", "puts"]);
+        let imports = [
+            (0, Arc::from("malloc")),
+            (2, Arc::from("strlen")),
+            (4, Arc::from("memcpy")),
+            (5, Arc::from("puts")),
+        ];
+        let mut got = renames(&all, |f| f == 1, &imports);
+        got.sort();
+        let want: Vec<(usize, Arc<str>)> = vec![
+            (0, "malloc".into()),
+            (1, "strlen.ifunc".into()),
+            (2, "strlen".into()),
+            (3, "memcpy.compat".into()),
+            (4, "memcpy".into()),
+        ];
+        assert_eq!(got, want);
+    }
+}
