@@ -68,7 +68,7 @@ pub fn summary(losses: &Losses, trace: &Trace, exit_lost: Option<u64>) -> Option
     }
     if losses.untraced > 0 {
         parts.push(format!(
-            "{} ({} of the calls: nested deeper than {} calls, or made by signal handlers that interrupted the tracer)",
+            "{} ({} of the calls: nested deeper than {} calls, or made by signal handlers that interrupted the tracer or by a library traced whole for the tracer itself)",
             count(losses.untraced, "call not traced", "calls not traced"),
             percent(losses.untraced_fraction()),
             fntrace_format::limits::MAX_NESTING

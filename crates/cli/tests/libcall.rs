@@ -324,3 +324,34 @@ fn attached_library_calls_and_every_byte_given_back() {
     assert_eq!(target.quit().1, 0);
     fresh.quit();
 }
+
+/// A library traced whole (`-F '*:mod:LIB'`: every function, every
+/// caller, the library's own calls and its thread start and exit code
+/// included) never changes what the program does: libc under the
+/// threaded program, libstdc++ and libc under a C++ program that throws
+/// and catches. The unwinder's library is refused by name (its functions
+/// read their own return addresses while they walk the stack).
+#[test]
+fn a_library_traced_whole_never_breaks_the_program() {
+    let work = Work::new("libcall-whole");
+    let exe = build(&work, "prog", "gcc", &[]);
+    let data = work.path("whole.data");
+    let truth = truth(&record(&exe, &data, &["-F", "*:mod:libc"]));
+    let whole = calls(&data);
+    // libc's own work appears (strdup's malloc and memcpy), and the
+    // program's calls are all there.
+    assert!(whole.get("malloc") > truth.get("malloc"), "{whole:?}");
+    assert_eq!(whole.get("strdup"), truth.get("strdup"), "{whole:?}");
+    let cxx = work.path("cxx");
+    let source = program("e2e/cxx_exception.cc");
+    cc("g++", &["-O2", &source, "-o", cxx.to_str().unwrap()]);
+    for (module, called) in [("libstdc++", "__cxa_throw"), ("libc", "printf")] {
+        let data = work.path(&format!("{module}.data"));
+        record(&cxx, &data, &["-F", &format!("*:mod:{module}")]);
+        let traced = calls(&data);
+        assert!(traced.contains_key(called), "{module}: {traced:?}");
+    }
+    let out = fntrace_output(&["record", "-F", "*:mod:libgcc_s", "--", cxx.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("matches no function"));
+}

@@ -63,6 +63,7 @@ unsafe extern "C" fn wrapped_dlopen(file: *const c_char, mode: c_int) -> *mut c_
     // new modules in.
     if !handle.is_null() && (!crate::presence::attached() || crate::presence::active()) {
         let _errno = crate::sys::ErrnoGuard::new();
+        let _work = crate::sys::RuntimeWork::new();
         crate::no_unwind("dlopen", || {
             let _ = api::with_state(|state| {
                 loader::load_new(state, true);

@@ -133,6 +133,7 @@ fn loaded_for_attach() -> Option<String> {
 
 extern "C" fn init() {
     let _errno = sys::ErrnoGuard::new();
+    let _work = sys::RuntimeWork::new();
     no_unwind("start-up", || {
         if let Some(path) = loaded_for_attach() {
             attach::from_constructor(&path);

@@ -279,7 +279,14 @@ mod tests {
         // 0 __libc_malloc (malloc's address), 1 strlen (IFUNC resolver),
         // 2 libc.so.6+0x1000 (__strlen_avx2), 3 memcpy (a compat version),
         // 4 libc.so.6+0x2000 (the default memcpy), 5 puts (as imported).
-        let all = names(&["__libc_malloc", "strlen", "libc.so.6+0x1000", "memcpy", "libc.so.6+0x2000", "puts"]);
+        let all = names(&[
+            "__libc_malloc",
+            "strlen",
+            "libc.so.6+0x1000",
+            "memcpy",
+            "libc.so.6+0x2000",
+            "puts",
+        ]);
         let imports = [
             (0, Arc::from("malloc")),
             (2, Arc::from("strlen")),

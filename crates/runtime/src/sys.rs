@@ -273,6 +273,24 @@ pub fn stack_pointer() -> usize {
     sp
 }
 
+/// The calling thread's stack, `[start, end)` (`pthread_getattr_np`;
+/// it allocates: not for signal handlers).
+pub fn thread_stack() -> Option<(usize, usize)> {
+    // SAFETY: `attr` is initialized by pthread_getattr_np before it is read
+    // and destroyed after; the out-pointers are valid locals.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return None;
+        }
+        let mut start: *mut libc::c_void = std::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        let got = libc::pthread_attr_getstack(&attr, &mut start, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        (got == 0).then(|| (start as usize, (start as usize).saturating_add(size)))
+    }
+}
+
 /// The calling thread's alternate signal stack, `[start, end)`, if it has
 /// one, and whether the thread is running on it now (one system call,
 /// async-signal-safe).
@@ -335,6 +353,37 @@ pub fn write_stderr(msg: &[u8]) {
     unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
 }
 
+thread_local! {
+    /// Set in the runtime's own threads (`spawn_quiet`).
+    static RUNTIME_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is one of the runtime's own (the writer,
+/// the control thread), or runs the runtime's own work now
+/// ([`RuntimeWork`]): never traced, whatever it calls (a library traced
+/// whole sees its calls; async-signal-safe: a constant thread-local).
+pub fn in_runtime_thread() -> bool {
+    RUNTIME_THREAD.with(|q| q.get())
+}
+
+/// The runtime's own work in a thread of the program (start-up, taking
+/// in a `dlopen`ed library, the end): while it lives, the thread is the
+/// runtime's ([`in_runtime_thread`]).
+pub struct RuntimeWork(bool);
+
+impl RuntimeWork {
+    pub fn new() -> RuntimeWork {
+        RuntimeWork(RUNTIME_THREAD.with(|q| q.replace(true)))
+    }
+}
+
+impl Drop for RuntimeWork {
+    fn drop(&mut self) {
+        let was = self.0;
+        RUNTIME_THREAD.with(|q| q.set(was));
+    }
+}
+
 /// Starts a thread of the runtime with every signal blocked: the program's
 /// signals must go to the program's threads.
 pub fn spawn_quiet(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<()> {
@@ -347,7 +396,10 @@ pub fn spawn_quiet(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         old
     };
-    let spawned = std::thread::Builder::new().name(name.into()).spawn(f);
+    let spawned = std::thread::Builder::new().name(name.into()).spawn(|| {
+        RUNTIME_THREAD.with(|q| q.set(true));
+        f()
+    });
     // SAFETY: restores this thread's mask saved above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
     spawned.map(drop)

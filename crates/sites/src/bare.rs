@@ -53,6 +53,18 @@ const NEVER: &[(&str, &str)] = &[
     ("_Unwind_Backtrace", UNWINDER),
 ];
 
+/// Why the unwinder's library is never patched.
+const UNWINDER_MODULE: &str = "in the unwinder's library: its functions read their own return addresses \
+     while they walk the stack";
+
+/// Whether the file `module` (a file name) is the unwinder's library
+/// (libgcc's `libgcc_s.so.1`, LLVM's or nongnu `libunwind.so.N`).
+fn is_unwinder(module: &str) -> bool {
+    module.starts_with("libgcc_s.so")
+        || module.starts_with("libunwind.so")
+        || module.starts_with("libunwind-")
+}
+
 /// Why the unwinder's entry points are never patched.
 const UNWINDER: &str =
     "the unwinder: it starts its walk from its own return address, read before anything can put it back";
@@ -74,9 +86,14 @@ pub(crate) fn applies(image: &Image<'_>, binary: &Binary) -> bool {
 pub(crate) fn add(binary: &mut Binary, image: &Image<'_>, from: Source, module: &str) {
     let from_fde = add_fde_functions(binary, image, module);
     let mut sites = Vec::with_capacity(binary.functions.len());
+    let unwinder = is_unwinder(module);
     for (index, f) in binary.functions.iter().enumerate() {
         let source = if from_fde[index] { Source::EhFrame } else { from };
-        match site(image, f) {
+        let found = match unwinder {
+            true => Err(UNWINDER_MODULE.to_string()),
+            false => site(image, f),
+        };
+        match found {
             Ok((address, bytes)) => sites.push(Site {
                 section: f.section,
                 address,

@@ -244,7 +244,7 @@ fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>, 
         sheet.item(
             "  calls not traced",
             format!(
-                "{} (nested deeper than {} calls, or made by signal handlers that interrupted the tracer)",
+                "{} (nested deeper than {} calls, or made by signal handlers that interrupted the tracer or by a library traced whole for the tracer itself)",
                 info.untraced,
                 fntrace_format::limits::MAX_NESTING
             ),

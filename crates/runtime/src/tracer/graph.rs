@@ -519,10 +519,27 @@ pub extern "C" fn catch(sp: usize) {
 /// start routine that never returned through the trampoline) end here.
 pub fn thread_end(t: &mut Owner) {
     let now = clock::now();
-    t.shared()
-        .busy
-        .store(sys::stack_pointer(), std::sync::atomic::Ordering::Relaxed);
+    let sp = sys::stack_pointer();
+    t.shared().busy.store(sp, std::sync::atomic::Ordering::Relaxed);
+    // The frames still live on this stack (the thread's own start and
+    // exit code when a library is traced whole: glibc's `start_thread`,
+    // the key destructors' caller running this) return later, with no
+    // frame to return through: their return addresses are put back.
+    let live = sys::thread_stack().map(|(_, end)| sp..end);
     while let Some(top) = t.pop_frame() {
+        let hijacked = top.flags & F_HIJACKED != 0 && top.flags & F_RESTORED == 0;
+        if hijacked && live.as_ref().is_some_and(|l| l.contains(&top.slot)) {
+            let p = top.slot as *mut usize;
+            // SAFETY: the slot lies in this thread's stack above this
+            // function's frame: a frame still live; a slot is written only
+            // where it holds a trampoline's address, which only its
+            // hijacked return slot holds.
+            unsafe {
+                if is_handler(*p) {
+                    *p = top.orig;
+                }
+            }
+        }
         close(t, top, gone_kind(&top), now);
     }
 }

@@ -468,6 +468,7 @@ pub fn write_out(ended: bool) {
 extern "C" fn finish() {
     crate::no_unwind("the tracer's exit", || {
         let _errno = crate::sys::ErrnoGuard::new();
+        let _work = crate::sys::RuntimeWork::new();
         flush_all(true);
     });
 }

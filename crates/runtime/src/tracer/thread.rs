@@ -381,6 +381,9 @@ pub fn enter_exit() -> Option<Owner> {
 }
 
 fn enter_at(entry: bool) -> Option<Owner> {
+    if crate::sys::in_runtime_thread() {
+        return None;
+    }
     let mut p = current_raw();
     if p.is_null() {
         if FINISHED.load(Ordering::Relaxed) {
