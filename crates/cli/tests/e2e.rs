@@ -594,6 +594,11 @@ macro_rules! program_tests {
                 fn xray() {
                     program_test(&$program, Style::Xray);
                 }
+
+                #[test]
+                fn plain() {
+                    program_test(&$program, Style::Plain);
+                }
             }
         )*
     };

@@ -199,6 +199,17 @@ const STYLES: &[Style] = &[
         env: &[("XRAY_OPTIONS", "patch_premain=false")],
     },
     Style {
+        // Nothing for tracing (#19): the program's functions traced through
+        // their own first instructions, and the plugin, a library no
+        // compiler prepared, traced whole by the pattern naming it.
+        name: "gcc-plain",
+        cc: GCC,
+        cxx: GXX,
+        flags: &[],
+        lib_flags: &[],
+        env: &[("FNTRACE_FILTER", "*,*:mod:libplug")],
+    },
+    Style {
         name: "gcc-fentry-return",
         cc: GCC,
         cxx: GXX,

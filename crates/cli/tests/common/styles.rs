@@ -19,6 +19,9 @@ pub enum Style {
     ClangPatchable,
     /// clang `-fxray-instrument -fxray-instruction-threshold=1`.
     Xray,
+    /// gcc, nothing for tracing: functions traced through their own first
+    /// instructions (bare sites, #19).
+    Plain,
 }
 
 impl Style {
@@ -32,6 +35,7 @@ impl Style {
             Style::Patchable => "patchable",
             Style::ClangPatchable => "clang-patchable",
             Style::Xray => "xray",
+            Style::Plain => "plain",
         }
     }
 
@@ -39,8 +43,8 @@ impl Style {
     /// installed.
     pub fn compiler(self, cxx: bool) -> Option<&'static str> {
         let candidates: &[&str] = match (self, cxx) {
-            (Style::Fentry | Style::Patchable, false) => &["gcc"],
-            (Style::Fentry | Style::Patchable, true) => &["g++"],
+            (Style::Fentry | Style::Patchable | Style::Plain, false) => &["gcc"],
+            (Style::Fentry | Style::Patchable | Style::Plain, true) => &["g++"],
             (Style::Xray | Style::ClangPatchable, false) => &["clang-16", "clang-14"],
             (Style::Xray | Style::ClangPatchable, true) => &["clang++-16", "clang++-14"],
         };
@@ -53,6 +57,7 @@ impl Style {
             Style::Fentry => &["-pg", "-mfentry", "-mrecord-mcount"],
             Style::Patchable | Style::ClangPatchable => &["-fpatchable-function-entry=5"],
             Style::Xray => &["-fxray-instrument", "-fxray-instruction-threshold=1"],
+            Style::Plain => &[],
         }
     }
 
