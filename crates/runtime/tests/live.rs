@@ -127,3 +127,17 @@ fn redirect_through_regs_and_back_while_threads_call() {
     // Unregistered at the end: the original function answers.
     assert!(stdout.contains("after: 59"), "{stdout}");
 }
+
+/// The same on a plain build (#19): `work` and `other` are bare sites
+/// whose first instructions move to a detour, switched on and off by the
+/// int3 protocol on every instruction start of the jump while the workers
+/// call them; 5,000 cycles of each mode toggle each site 10,000 times.
+#[test]
+fn live_patching_of_functions_no_compiler_prepared() {
+    let _serial = serial();
+    let work = Work::new("stress-plain");
+    let program = build_stress(&work, "gcc", &[]);
+    for mode in ["ops", "filter", "regs"] {
+        stress(&work, &program, mode, "5000", &[]);
+    }
+}
