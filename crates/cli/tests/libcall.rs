@@ -264,7 +264,9 @@ fn attached_library_calls_and_every_byte_given_back() {
     let attached = Attach::with_libcalls(target.pid, &dir, &filter);
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(target.cmd("tick"), "ok");
-    attached.detach();
+    let said = attached.detach();
+    // The four functions' sites, each its own bytes again.
+    assert!(said.contains(": 4 sites given back their bytes"), "{said}");
     let text = attach::replay(&dir);
     // Each thread's complete mid() frames, what they called in order.
     let mut frames: BTreeMap<&str, Vec<Vec<&str>>> = BTreeMap::new();

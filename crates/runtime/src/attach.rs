@@ -340,11 +340,27 @@ impl Session {
             Ok(())
         })
         .map_err(|e| e.to_string())?;
+        // Bare sites on now get their own bytes back as they are turned off.
+        let bare = |on: bool| {
+            api::with_state(|state| {
+                Ok(state
+                    .core
+                    .modules()
+                    .flat_map(|(m, module)| module.sites.iter().enumerate().map(move |(i, r)| (m, i, r)))
+                    .filter(|(_, _, r)| matches!(r.data.shape, fntrace_arch::Shape::Bare { .. }))
+                    .filter(|(_, _, r)| (r.in_effect != fntrace_core::Target::Nop) == on)
+                    .map(|(m, i, _)| (m, i))
+                    .collect::<std::collections::BTreeSet<_>>())
+            })
+            .unwrap_or_default()
+        };
+        let bare_on = bare(true);
         if std::mem::take(&mut self.started) {
             tracer::stop();
         } else {
             tracer::unregister();
         }
+        let bare_off = bare(false).intersection(&bare_on).count();
         let swapped = api::with_state(|state| Ok(state.set_original(true))).map_err(|e| e.to_string())?;
         // The unwinder's hooks stay while a thread may still return through
         // a hijacked address (an exception then must find it put back).
@@ -359,7 +375,8 @@ impl Session {
         let unhooked = if inside == 0 { crate::gothook::remove() } else { 0 };
         Ok(format!(
             "restored={} refused={} threads_inside={inside} unhooked={unhooked}",
-            swapped.written, swapped.refused
+            swapped.written + bare_off,
+            swapped.refused
         ))
     }
 }
