@@ -19,45 +19,9 @@ use std::process::Command;
 use common::attach::{self, Attach, Target};
 use common::{cc, fntrace_output, program, require, run, Work};
 
-/// Builds `libmid.so` (plain `-O2`) into the work directory and the program
-/// with `compiler` and `flags` against it, as `name`.
+/// The library-call program as `name`, against `libmid.so`.
 fn build(work: &Work, name: &str, compiler: &str, flags: &[&str]) -> PathBuf {
-    let lib = work.path("libmid.so");
-    if !lib.exists() {
-        let mid = program("libcall/mid.c");
-        cc(
-            "gcc",
-            &[
-                "-O2",
-                "-fno-builtin",
-                "-fPIC",
-                "-shared",
-                &mid,
-                "-o",
-                lib.to_str().unwrap(),
-            ],
-        );
-    }
-    let exe = work.path(name);
-    let main = program("libcall/main.c");
-    let include = format!("-I{}", common::programs().join("libcall").display());
-    let libdir = format!("-L{}", work.dir.display());
-    let rpath = format!("-Wl,-rpath,{}", work.dir.display());
-    let mut args = vec![
-        "-O2",
-        "-fno-builtin",
-        &include,
-        &main,
-        "-o",
-        exe.to_str().unwrap(),
-        &libdir,
-        "-lmid",
-        &rpath,
-        "-pthread",
-    ];
-    args.extend(flags);
-    cc(compiler, &args);
-    exe
+    fntrace_testkit::build_libcall(work, name, compiler, flags)
 }
 
 /// The counts the program printed (`name=N` words of its last line).

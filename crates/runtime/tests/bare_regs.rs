@@ -30,22 +30,43 @@ fn a_traced_bare_function_keeps_every_register() {
             .collect();
         configs.push(vec![("FNTRACE_COUNT", "1"), ("FNTRACE_REGS", "0")]);
         configs.push(vec![("FNTRACE_COUNT", "1"), ("FNTRACE_REGS", "1")]);
-        for config in configs {
-            let _ = std::fs::remove_dir_all(&data);
-            std::fs::create_dir_all(&data).unwrap();
-            let mut env = config.clone();
-            env.push(("LD_PRELOAD", preload.as_str()));
-            let out = run(&work.0, &program, &["2000"], &env, Duration::from_secs(60));
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "{flags:?} {config:?}: {stderr}");
-            assert_eq!(
-                String::from_utf8_lossy(&out.stdout),
-                "changed=0 rounds=2000\n",
-                "{flags:?} {config:?}: {stderr}"
-            );
-            if config[0].0 == "FNTRACE_COUNT" {
-                assert!(stderr.contains("keep keep entries=2000"), "{config:?}: {stderr}");
-            }
+        run_all(
+            &work,
+            &program,
+            &data,
+            &preload,
+            configs,
+            "keep keep entries=2000",
+        );
+    }
+}
+
+/// Runs `program 2000` with each of `configs` (and the runtime preloaded,
+/// `data` made anew for each): every register kept on every call; the
+/// counting client's configurations print `counted`.
+fn run_all(
+    work: &Work,
+    program: &std::path::Path,
+    data: &str,
+    preload: &str,
+    configs: Vec<Vec<(&str, &str)>>,
+    counted: &str,
+) {
+    for config in configs {
+        let _ = std::fs::remove_dir_all(data);
+        std::fs::create_dir_all(data).unwrap();
+        let mut env = config.clone();
+        env.push(("LD_PRELOAD", preload));
+        let out = run(&work.0, program, &["2000"], &env, Duration::from_secs(60));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{program:?} {config:?}: {stderr}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "changed=0 rounds=2000\n",
+            "{program:?} {config:?}: {stderr}"
+        );
+        if config[0].0 == "FNTRACE_COUNT" {
+            assert!(stderr.contains(counted), "{config:?}: {stderr}");
         }
     }
 }
@@ -107,25 +128,13 @@ fn a_traced_library_call_keeps_every_register() {
             ("FNTRACE_FILTER", "keep:mod:libkeep"),
         ]);
     }
-    for config in configs {
-        let _ = std::fs::remove_dir_all(&data);
-        std::fs::create_dir_all(&data).unwrap();
-        let mut env = config.clone();
-        env.push(("LD_PRELOAD", preload.as_str()));
-        let out = run(&work.0, &program, &["2000"], &env, Duration::from_secs(60));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{config:?}: {stderr}");
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
-            "changed=0 rounds=2000\n",
-            "{config:?}: {stderr}"
-        );
-        if config[0].0 == "FNTRACE_COUNT" {
-            // The program's 2,000 calls and the library's own 2,000.
-            assert!(
-                stderr.contains("keep libkeep.so entries=4000"),
-                "{config:?}: {stderr}"
-            );
-        }
-    }
+    // The program's 2,000 calls and the library's own 2,000.
+    run_all(
+        &work,
+        &program,
+        &data,
+        &preload,
+        configs,
+        "keep libkeep.so entries=4000",
+    );
 }

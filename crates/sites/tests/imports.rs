@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use fntrace_testkit::{cc, program, truth, Work};
+use fntrace_testkit::{truth, Work};
 
 /// What readelf says the file imports, by name.
 fn expected(path: &Path) -> BTreeSet<String> {
@@ -36,36 +36,8 @@ fn imports(path: &Path) -> BTreeSet<String> {
 fn the_got_calls_of_programs_and_libraries() {
     let work = Work::new("sites-imports");
     let lib = work.path("libmid.so");
-    let mid = program("libcall/mid.c");
-    cc(
-        "gcc",
-        &[
-            "-O2",
-            "-fno-builtin",
-            "-fPIC",
-            "-shared",
-            &mid,
-            "-o",
-            lib.to_str().unwrap(),
-        ],
-    );
-    let main = program("libcall/main.c");
-    let include = format!("-I{}", fntrace_testkit::programs().join("libcall").display());
-    let libdir = format!("-L{}", work.dir.display());
     for (name, flags) in [("plt", &[][..]), ("noplt", &["-fno-plt", "-Wl,-z,now"][..])] {
-        let exe = work.path(name);
-        let mut args = vec![
-            "-O2",
-            "-fno-builtin",
-            &include,
-            &main,
-            "-o",
-            exe.to_str().unwrap(),
-            &libdir,
-        ];
-        args.extend(["-lmid", "-pthread"]);
-        args.extend(flags);
-        cc("gcc", &args);
+        let exe = fntrace_testkit::build_libcall(&work, name, "gcc", flags);
         let got = imports(&exe);
         assert_eq!(got, expected(&exe), "{name}");
         for f in [

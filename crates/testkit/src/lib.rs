@@ -94,6 +94,43 @@ pub fn build_program(work: &Work, name: &str, compiler: &str, sources: &[&str], 
     out
 }
 
+/// Builds the library-call test program (`programs/libcall/main.c`) as
+/// `name` with `compiler` and `flags`, against `libmid.so` (`mid.c`, plain
+/// `-O2`), built into the work directory first if it is not there; both
+/// `-fno-builtin`, so that every library call of the source is a call.
+pub fn build_libcall(work: &Work, name: &str, compiler: &str, flags: &[&str]) -> PathBuf {
+    let lib = work.path("libmid.so");
+    if !lib.exists() {
+        let mid = program("libcall/mid.c");
+        let out = lib.to_str().unwrap();
+        cc(
+            "gcc",
+            &["-O2", "-fno-builtin", "-fPIC", "-shared", &mid, "-o", out],
+        );
+    }
+    let exe = work.path(name);
+    let main = program("libcall/main.c");
+    let include = format!("-I{}", programs().join("libcall").display());
+    let libdir = format!("-L{}", work.dir.display());
+    let rpath = format!("-Wl,-rpath,{}", work.dir.display());
+    let out = exe.to_str().unwrap();
+    let mut args = vec![
+        "-O2",
+        "-fno-builtin",
+        &include,
+        &main,
+        "-o",
+        out,
+        &libdir,
+        "-lmid",
+        &rpath,
+        "-pthread",
+    ];
+    args.extend(flags);
+    cc(compiler, &args);
+    exe
+}
+
 /// Compiles and/or links with `compiler` (gcc, clang-16, g++, ...).
 pub fn cc(compiler: &str, args: &[&str]) {
     require(compiler);
