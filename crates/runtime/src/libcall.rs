@@ -11,12 +11,14 @@
 //! GOT calls are one case: the function at that address.
 //!
 //! Every detour in such a module starts with a guard that skips the call
-//! to the tracer when the caller's return address lies in one of two
-//! ranges ([`fntrace_arch::x86_64::bare::guarded_detour`]). A site wanted
-//! only as a library call gets the ranges of the mode: outside the program
-//! (below and above it), or, nested, the callee's own module and the
-//! runtime. A site some ops wants plainly traces every caller but the
-//! runtime itself.
+//! to the tracer when the caller's return address lies in range A or B and
+//! not in T, the return trampolines
+//! ([`fntrace_arch::x86_64::bare::guarded_detour`]). A site wanted only as
+//! a library call gets the ranges of the mode: outside the program, or,
+//! nested, the callee's own module and the runtime. A site some ops wants
+//! plainly traces every caller but the runtime itself. A tail call by a
+//! traced function (through T) is asked again by the tracer with the tail
+//! caller's module ([`skips_tail_call`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -70,21 +72,20 @@ impl Resolved {
 }
 
 /// The functions the modules of the mode import, by address, with the
-/// name each is imported by; `new`: the imports of a module being taken
-/// in (not in `state.mods` yet), and whether it is the program.
-pub fn targets(state: &mut State, new: Option<(&[Arc<str>], bool)>) -> HashMap<usize, Arc<str>> {
+/// name each is imported by.
+pub fn targets(state: &mut State) -> HashMap<usize, Arc<str>> {
     let mode = mode();
     let mut out: HashMap<usize, Arc<str>> = HashMap::new();
     if mode == Libcall::None {
         return out;
     }
     let mut resolved = std::mem::take(&mut state.resolved);
-    let old = state
+    let modules = state
         .mods
         .iter()
         .flatten()
         .map(|m| (&m.imports[..], m.loaded.main));
-    for (imports, main) in old.chain(new) {
+    for (imports, main) in modules {
         if !main && mode != Libcall::Nested {
             continue;
         }
@@ -138,7 +139,7 @@ pub fn mark(state: &mut State) -> crate::Result<()> {
     if mode == Libcall::None {
         return Ok(());
     }
-    let targets = targets(state, None);
+    let targets = targets(state);
     let mut changes = Vec::new();
     for id in 0..state.mods.len() {
         let Some(module) = state.core.module(id).filter(|m| m.opt_in) else {

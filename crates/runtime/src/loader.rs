@@ -161,7 +161,7 @@ pub fn load(state: &mut State, loaded: Loaded, live: bool) {
     let opt_in = !loaded.main && records.iter().all(|r| r.data.kind == SiteKind::Bare);
     let mut imported = Vec::new();
     if opt_in {
-        let targets = crate::libcall::targets(state, None);
+        let targets = crate::libcall::targets(state);
         let found: Vec<(usize, std::sync::Arc<str>)> = binary
             .functions
             .iter()
