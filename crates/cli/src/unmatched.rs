@@ -51,11 +51,11 @@ impl Module {
         }
     }
 
-    /// The program at `path`, whose sites are `binary`; `libcalls`: its
-    /// library calls are traced.
-    pub fn of_file(path: &Path, binary: Binary, libcalls: bool) -> Module {
+    /// The program at `path`, whose sites are `binary` and whose library
+    /// calls, if they are traced, are `calls` ([`calls_in`]).
+    pub fn of_file(path: &Path, binary: Binary, calls: Vec<String>) -> Module {
         let mut module = Module::new(path, None, binary);
-        module.calls = if libcalls { calls_of(path) } else { Vec::new() };
+        module.calls = calls;
         module
     }
 
@@ -115,11 +115,12 @@ pub fn first(options: &Options, modules: &[Module]) -> Option<(&'static str, Str
     })
 }
 
-/// The functions the ELF file at `path` calls in libraries, by name.
-fn calls_of(path: &Path) -> Vec<String> {
-    crate::output::read_input(path)
-        .ok()
-        .and_then(|data| fntrace_sites::function_imports(&data).ok())
+/// The functions the ELF file `data` calls in libraries, by name, if
+/// `libcalls` (library calls are traced); else none.
+pub fn calls_in(data: &[u8], libcalls: bool) -> Vec<String> {
+    libcalls
+        .then(|| fntrace_sites::function_imports(data).ok())
+        .flatten()
         .unwrap_or_default()
 }
 
@@ -147,7 +148,7 @@ pub fn libraries_of(program: &Path, bare: bool) -> Vec<Module> {
         .into_iter()
         .filter(|l| bare || l.dynamic.may_have_sites)
         .filter_map(|l| {
-            let binary = discover(&l.path, bare)?;
+            let (binary, _) = discover(&l.path, bare, false)?;
             let mut module = Module::new(&l.path, l.dynamic.soname.as_deref(), binary);
             module.opt_in = module.binary.sites.iter().all(|s| s.kind == SiteKind::Bare);
             Some(module)
@@ -181,10 +182,10 @@ pub fn modules_of_process(pid: i32, bare: bool, libcalls: bool) -> Result<Vec<Mo
         if !(is_exe || bare || dynamic.may_have_sites) {
             continue;
         }
-        if let Some(binary) = discover(&path, is_exe || bare) {
+        if let Some((binary, calls)) = discover(&path, is_exe || bare, is_exe && libcalls) {
             let mut module = Module::new(Path::new(&mapping.path), dynamic.soname.as_deref(), binary);
             if is_exe {
-                module.calls = if libcalls { calls_of(&path) } else { Vec::new() };
+                module.calls = calls;
             } else {
                 module.opt_in = module.binary.sites.iter().all(|s| s.kind == SiteKind::Bare);
             }
@@ -199,15 +200,17 @@ fn dynamic(path: &Path) -> Option<Dynamic> {
     Dynamic::read(&std::fs::File::open(path).ok()?).ok()
 }
 
-/// The sites of the file at `path`, if it has any; `bare`: with the
-/// functions no compiler prepared.
-fn discover(path: &Path, bare: bool) -> Option<Binary> {
+/// The sites of the file at `path`, if it has any, and its library calls
+/// if `libcalls` ([`calls_in`]), from one read; `bare`: with the functions
+/// no compiler prepared.
+fn discover(path: &Path, bare: bool, libcalls: bool) -> Option<(Binary, Vec<String>)> {
     let data = crate::output::read_input(path).ok()?;
     let options = fntrace_sites::Options {
         bare,
         ..fntrace_sites::Options::default()
     };
-    fntrace_sites::discover_file_with(path, &data, &options)
+    let binary = fntrace_sites::discover_file_with(path, &data, &options)
         .ok()
-        .filter(|b| !b.sites.is_empty())
+        .filter(|b| !b.sites.is_empty())?;
+    Some((binary, calls_in(&data, libcalls)))
 }

@@ -292,11 +292,12 @@ fn check_sites(program: &Path, name: &str, options: &Options) -> anyhow::Result<
             return Ok(());
         }
     };
+    let libcalls = options.libcall != fntrace_format::settings::Libcall::None;
+    let calls = unmatched::calls_in(&data, libcalls);
     drop(data);
     let mut modules = Vec::new();
     if !binary.sites.is_empty() {
-        let libcalls = options.libcall != fntrace_format::settings::Libcall::None;
-        modules.push(unmatched::Module::of_file(program, binary, libcalls));
+        modules.push(unmatched::Module::of_file(program, binary, calls));
         if unmatched::first(options, &modules).is_none() {
             return Ok(());
         }
