@@ -200,19 +200,18 @@ pub fn ranges(state: &State, m: usize, guarded: bool) -> [(usize, usize); 3] {
     if !guarded {
         return [span(runtime), (0, 0), returns];
     }
-    let code = |main: bool, id: usize| {
-        state
-            .mods
-            .iter()
-            .enumerate()
-            .filter_map(|(i, module)| Some((i, module.as_ref()?)))
-            .find(|(i, module)| if main { module.loaded.main } else { *i == id })
-            .and_then(|(_, module)| module.loaded.code_span())
-    };
+    let modules = || state.mods.iter().flatten();
     match mode() {
-        Libcall::Nested => [span(code(false, m).unwrap_or((0, 0))), span(runtime), returns],
+        Libcall::Nested => {
+            let callee = state.mods.get(m).and_then(Option::as_ref);
+            let own = callee.and_then(|c| c.loaded.code_span()).unwrap_or((0, 0));
+            [span(own), span(runtime), returns]
+        }
         // Outside the program: from its end, around, to its start.
-        _ => match code(true, m) {
+        _ => match modules()
+            .find(|x| x.loaded.main)
+            .and_then(|p| p.loaded.code_span())
+        {
             Some((lo, hi)) => [(hi, (hi - lo).wrapping_neg()), (0, 0), returns],
             // No program known: nobody is traced.
             None => [(0, usize::MAX), (0, 0), returns],
