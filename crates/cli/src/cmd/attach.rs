@@ -178,10 +178,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             None => "Ctrl-C to detach".into(),
         }
     );
+    // Recording is on: the duration counts from now, not from after
+    // `info.json` is written (a rename can wait seconds for writeback).
+    let until = args.duration.map(|d| Instant::now() + Duration::from_nanos(d));
     info.attach = Some(attach.clone());
     record::write_info(&out, &info)?;
 
-    let ended_by = wait(pid, &socket, args.duration, &stop)?;
+    let ended_by = wait(pid, &socket, until, &stop)?;
     attach.ended_by = ended_by.to_string();
     let mut code = ExitCode::SUCCESS;
     if ended_by == "interrupt" || ended_by == "duration" {
@@ -296,10 +299,9 @@ fn interrupts() -> anyhow::Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
-/// Waits for `stop` (Ctrl-C), the duration, the process's end or a detach
-/// by `fntrace ctl`; says which.
-fn wait(pid: i32, socket: &Path, duration: Option<u64>, stop: &AtomicBool) -> anyhow::Result<&'static str> {
-    let until = duration.map(|d| Instant::now() + Duration::from_nanos(d));
+/// Waits for `stop` (Ctrl-C), the end of the duration (`until`), the
+/// process's end or a detach by `fntrace ctl`; says which.
+fn wait(pid: i32, socket: &Path, until: Option<Instant>, stop: &AtomicBool) -> anyhow::Result<&'static str> {
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok("interrupt");

@@ -240,9 +240,16 @@ pub fn start(settings: &Settings, attached: bool) -> Result<(), String> {
         libc::atexit(finish);
     });
     register(&parsed.filter, &parsed.ops_notrace)?;
+    // Recording from here on: no file is renamed before the caller goes on
+    // (`fntrace attach` counts its duration from the answer that follows).
+    // A rename over `process.json`, written just before by `on_modules`,
+    // can wait seconds for the writeback of the copy it replaces (ext4),
+    // the directory locked meanwhile: the writer cannot create its files,
+    // and the threads fill their buffers. The sites patched are counted
+    // now and written with the writer's next refresh.
     api::with_state(|state| {
         if let Some(s) = session::lock().as_mut() {
-            s.take_modules(state);
+            s.note_modules(state);
         }
         Ok(())
     })

@@ -125,8 +125,17 @@ impl Session {
         self.info.write_error.get_or_insert(error);
     }
 
-    /// Appends the functions not yet written and updates the site counts.
+    /// Appends the functions not yet written and updates the site counts,
+    /// and `process.json` with them.
     pub fn take_modules(&mut self, state: &State) {
+        self.note_modules(state);
+        let _ = self.write_info();
+    }
+
+    /// [`Session::take_modules`] without rewriting `process.json`: the
+    /// counts go out with its next refresh (the writer's, every second, or
+    /// the last one).
+    pub fn note_modules(&mut self, state: &State) {
         let mut text = String::new();
         for (fid, f) in state.functions.iter().enumerate().skip(self.written) {
             text.push_str(
@@ -166,7 +175,6 @@ impl Session {
         self.info.patched = patched;
         self.info.instrumentation = kinds;
         self.info.modules = modules;
-        let _ = self.write_info();
     }
 
     /// Takes the clock's second point now (the calibration `ticks_per_ns`
