@@ -22,6 +22,11 @@ pub const MAGIC: [u8; 4] = *b"FNTC";
 /// is complete in one word and a signal handler's events can be committed
 /// between any two of the interrupted code's ([`Ticks`]).
 pub const VERSION: u16 = 2;
+/// The chunk version of a process that records values (arguments, return
+/// values): version 2 with `DATA` events (`event::DATA_BIT`), which a
+/// reader of version 2 would take for `TIME` events. Only such processes
+/// write it, so every other trace stays readable by older readers.
+pub const VERSION_DATA: u16 = 3;
 /// The first chunk version, still read: deltas count from the previous
 /// event.
 pub const VERSION_PREVIOUS_EVENT: u16 = 1;
@@ -104,9 +109,9 @@ impl ChunkHeader {
             ));
         }
         let version = u16_at(bytes, 4);
-        if version != VERSION && version != VERSION_PREVIOUS_EVENT {
+        if !(VERSION_PREVIOUS_EVENT..=VERSION_DATA).contains(&version) {
             return Err(format!(
-                "unsupported chunk version {version} (this reader reads {VERSION_PREVIOUS_EVENT} and {VERSION})"
+                "unsupported chunk version {version} (this reader reads {VERSION_PREVIOUS_EVENT} to {VERSION_DATA})"
             ));
         }
         let header = ChunkHeader {
@@ -127,6 +132,11 @@ impl ChunkHeader {
     /// Whether the flight recorder kept this chunk.
     pub fn is_flight(&self) -> bool {
         self.flags & FLAG_FLIGHT != 0
+    }
+
+    /// Whether the chunk may hold `DATA` events (version 3).
+    pub fn has_data(&self) -> bool {
+        self.version >= VERSION_DATA
     }
 
     /// Whether this is the last chunk of its thread.
@@ -264,8 +274,8 @@ mod tests {
         bad[0] = b'X';
         assert!(ChunkHeader::decode(&bad).unwrap_err().contains("magic"));
         let mut bad = good;
-        bad[4] = 3;
-        assert!(ChunkHeader::decode(&bad).unwrap_err().contains("version 3"));
+        bad[4] = 4;
+        assert!(ChunkHeader::decode(&bad).unwrap_err().contains("version 4"));
         let mut old = good;
         old[4] = 1;
         assert_eq!(

@@ -165,6 +165,36 @@ pub const fn mark_word(on: bool, delta: u64) -> u64 {
     encode(Kind::Mark, on as u32, delta)
 }
 
+/// The `fid` bit that makes a `TIME` word a `DATA` event, in chunks of
+/// version 3 (`chunk::VERSION_DATA`): values of the event just before it,
+/// in as many payload words as its low 16 bits say (`crate::values`).
+pub const DATA_BIT: u32 = 1 << 23;
+/// `DATA` tag: the arguments of the `ENTRY` just before.
+pub const DATA_ARGS: u32 = 1;
+/// `DATA` tag: the return value of the `EXIT` just before.
+pub const DATA_RETVAL: u32 = 2;
+/// The most payload words of a `DATA` event.
+pub const MAX_DATA_WORDS: u32 = 0xffff;
+
+/// The word of a `DATA` event with tag `tag` ([`DATA_ARGS`],
+/// [`DATA_RETVAL`]) and `words` payload words.
+pub const fn data_word(tag: u32, words: u32) -> u64 {
+    word_of(
+        Kind::Time,
+        DATA_BIT | (tag & 0x7f) << 16 | (words & MAX_DATA_WORDS),
+    )
+}
+
+/// The tag and payload words of a `DATA` event, from its `fid` bits (of a
+/// `TIME` word in a chunk of version 3); `None` for a plain `TIME`.
+pub const fn data_of(fid: u32) -> Option<(u32, u32)> {
+    if fid & DATA_BIT == 0 {
+        None
+    } else {
+        Some((fid >> 16 & 0x7f, fid & MAX_DATA_WORDS))
+    }
+}
+
 /// Splits an event word into its kind, function id and delta.
 pub const fn decode(word: u64) -> (Kind, u32, u64) {
     let kind = Kind::from_bits(word);
@@ -221,5 +251,15 @@ mod tests {
         assert_eq!(delta(15, 10), None);
         assert_eq!(delta(0, MAX_DELTA), Some(MAX_DELTA));
         assert_eq!(delta(0, MAX_DELTA + 1), None);
+    }
+
+    #[test]
+    fn data_words() {
+        let w = data_word(DATA_RETVAL, 3);
+        let (kind, fid, delta) = decode(w);
+        assert_eq!((kind, delta), (Kind::Time, 0));
+        assert_eq!(data_of(fid), Some((DATA_RETVAL, 3)));
+        assert_eq!(data_of(0), None);
+        assert_ne!(w, 0);
     }
 }

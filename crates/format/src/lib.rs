@@ -11,6 +11,8 @@
 //!   [`Settings`] the CLI gives the runtime, both ways;
 //! - [`control`]: the control channel's requests and answers (the runtime
 //!   serves them, `fntrace attach` and `ctl` send them);
+//! - [`args`]: what `-A`/`-R` ask to record, and [`values`]: the
+//!   recorded values of a call;
 //! - [`units`]: sizes and durations as people type them (`4M`, `1.5ms`);
 //! - [`meta`]: `info.json`, `process.json` (with the [`Clock`]),
 //!   `functions.tsv` and `profile.tsv` lines;
@@ -28,6 +30,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod args;
 pub mod calls;
 pub mod chunk;
 pub mod control;
@@ -40,6 +43,7 @@ pub mod replace;
 pub mod settings;
 pub mod stack;
 pub mod units;
+pub mod values;
 pub mod write;
 
 pub use calls::{Call, CallBuilder, End};

@@ -47,6 +47,12 @@ pub const PARENT_SESSION: &str = "FNTRACE_PARENT_SESSION";
 pub const SLOW: &str = "FNTRACE_SLOW";
 /// Library calls: [`Libcall::name`] (unset: `program`).
 pub const LIBCALL: &str = "FNTRACE_LIBCALL";
+/// Values to record: [`crate::args::ArgSpec`]s (`PATTERN@ITEM,...`)
+/// separated by `;`.
+pub const ARGS: &str = "FNTRACE_ARGS";
+/// Set: record the arguments and return values of every traced function
+/// that DWARF or a built-in prototype describes (`-a`).
+pub const AUTO_ARGS: &str = "FNTRACE_AUTO_ARGS";
 
 /// The runtime library the CLI preloads or injects (read by the CLI).
 pub const RUNTIME: &str = "FNTRACE_RUNTIME";
@@ -69,7 +75,7 @@ pub const PUN_FROM: &str = "FNTRACE_PUN_FROM";
 /// The variables `fntrace record` sets from its options: those it is not
 /// given are removed from the command's environment, so that one left in
 /// the caller's environment does not change the recording.
-pub const OPTIONS: [&str; 12] = [
+pub const OPTIONS: [&str; 14] = [
     DATA,
     TRACER,
     FILTER,
@@ -82,6 +88,8 @@ pub const OPTIONS: [&str; 12] = [
     FLIGHT,
     LOSSY,
     LIBCALL,
+    ARGS,
+    AUTO_ARGS,
 ];
 
 /// Which calls into shared libraries are traced (uftrace's default,
@@ -156,6 +164,9 @@ pub enum SettingsError {
     /// [`LIBCALL`] names no mode.
     #[error("unknown library-call mode '{0}' (none, program, nested)")]
     Libcall(String),
+    /// [`ARGS`] holds a spec that does not parse.
+    #[error(transparent)]
+    Args(#[from] crate::args::SpecError),
     /// A number that does not parse.
     #[error("bad {0}")]
     Number(&'static str),
@@ -215,17 +226,28 @@ pub struct Settings {
     pub slow: bool,
     /// [`LIBCALL`].
     pub libcall: Libcall,
+    /// [`ARGS`]: what to record of which functions' values, one spec per
+    /// pattern (as [`crate::args::ArgSpec`] writes them).
+    pub args: Vec<String>,
+    /// [`AUTO_ARGS`].
+    pub auto_args: bool,
 }
 
 impl Settings {
     /// Whether a pattern of these settings names a module
     /// (`PATTERN:mod:MODULE`, in a filter, notrace, graph function or
-    /// trigger).
+    /// trigger or argument spec).
     pub fn names_modules(&self) -> bool {
-        [&self.filter, &self.notrace, &self.graph_functions, &self.triggers]
-            .into_iter()
-            .flatten()
-            .any(|p| p.contains(":mod:"))
+        [
+            &self.filter,
+            &self.notrace,
+            &self.graph_functions,
+            &self.triggers,
+            &self.args,
+        ]
+        .into_iter()
+        .flatten()
+        .any(|p| p.contains(":mod:"))
     }
 
     /// The variables that say these settings; those left at their default
@@ -253,6 +275,8 @@ impl Settings {
                 (self.libcall != Libcall::default()).then(|| self.libcall.name().into()),
             ),
             (SLOW, flag(self.slow)),
+            (ARGS, list(&self.args, TRIGGER_SEPARATOR)),
+            (AUTO_ARGS, flag(self.auto_args)),
         ];
         vars.into_iter().filter_map(|(k, v)| Some((k, v?))).collect()
     }
@@ -284,6 +308,14 @@ impl Settings {
                 None => Libcall::default(),
                 Some(name) => Libcall::parse(&name).ok_or(SettingsError::Libcall(name))?,
             },
+            args: {
+                let args = list(ARGS, trigger_list);
+                for spec in &args {
+                    crate::args::ArgSpec::parse(spec)?;
+                }
+                args
+            },
+            auto_args: get(AUTO_ARGS).is_some(),
         })
     }
 }

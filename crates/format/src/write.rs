@@ -116,6 +116,16 @@ impl ChunkBuilder {
         self.push(Kind::Mark, u32::from(on), tick, None)
     }
 
+    /// Appends a `DATA` event with tag `tag` (`event::DATA_ARGS`,
+    /// `event::DATA_RETVAL`) and payload `words` (`crate::values`): the
+    /// values of the event just pushed. The chunk becomes version 3.
+    pub fn data(&mut self, tag: u32, words: &[u64]) -> &mut Self {
+        self.header.version = crate::chunk::VERSION_DATA;
+        self.words.push(event::data_word(tag, words.len() as u32));
+        self.words.extend_from_slice(words);
+        self
+    }
+
     /// The event words so far.
     pub fn words(&self) -> &[u64] {
         &self.words

@@ -6,7 +6,7 @@ use fntrace_format::write::ChunkBuilder;
 use fntrace_format::{Event, EventKind, ThreadEvents};
 
 fn ev(ns: u64, kind: EventKind, fid: u32) -> Event {
-    Event { ns, kind, fid }
+    Event::new(ns, kind, fid)
 }
 fn entry(ns: u64, fid: u32) -> Event {
     ev(ns, EventKind::Entry, fid)

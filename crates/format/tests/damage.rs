@@ -59,14 +59,7 @@ fn the_sample_reads_whole() {
     assert_eq!(damage, None);
     assert_eq!(events.len(), 18);
     assert_eq!(events, prefixes[3]);
-    assert_eq!(
-        events[0],
-        Event {
-            ns: 1001,
-            kind: EventKind::Entry,
-            fid: 1
-        }
-    );
+    assert_eq!(events[0], Event::new(1001, EventKind::Entry, 1));
 }
 
 #[test]
@@ -218,26 +211,14 @@ fn lost_counts_and_sequence_gaps() {
     bytes.extend(c.bytes());
     let mut it = ThreadEvents::from_bytes(bytes, LABEL, Some(7), tsc3());
     let events: Vec<Event> = it.by_ref().collect();
-    let lost = |ns, n| Event {
-        ns,
-        kind: EventKind::Lost(n),
-        fid: 0,
-    };
+    let lost = |ns, n| Event::new(ns, EventKind::Lost(n), 0);
     assert_eq!(
         events,
         [
             lost(1000, 0),
-            Event {
-                ns: 1001,
-                kind: EventKind::Entry,
-                fid: 1
-            },
+            Event::new(1001, EventKind::Entry, 1),
             lost(2000, 5),
-            Event {
-                ns: 2001,
-                kind: EventKind::Exit,
-                fid: 1
-            },
+            Event::new(2001, EventKind::Exit, 1),
             lost(3000, 0),
             lost(3000, 9),
             lost(3001, 4),
@@ -302,7 +283,7 @@ fn random_corruption_never_panics() {
         if let Some(d) = it.damage() {
             assert!(d.starts_with(LABEL) && !d.contains('\n'), "case {case}: {d}");
         }
-        let _ = calls::calls(events.iter().copied());
+        let _ = calls::calls(events.iter().cloned());
         if bad == bytes && case % 3 == 0 {
             assert_eq!(&events, all);
         }

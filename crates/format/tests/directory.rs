@@ -96,7 +96,7 @@ fn write_threads(dir: &Path) -> (Vec<Event>, Vec<Event>) {
     c.entry_caller(2, 6300, 0x5555_1010).unwind(2, 9000);
     fs::write(dir.join(layout::thread_file(101)), c.bytes()).unwrap();
 
-    let e = |ns, kind, fid| Event { ns, kind, fid };
+    let e = |ns, kind, fid| Event::new(ns, kind, fid);
     let t100 = vec![
         e(1001, EventKind::Entry, 0),
         e(1010, EventKind::Entry, 1),

@@ -8,7 +8,7 @@ use fntrace_format::event::{self, Kind};
 use fntrace_format::{ChunkBuilder, Clock, Event, EventKind, RawEvents, RawItem, ThreadEvents};
 
 fn ev(ns: u64, kind: EventKind, fid: u32) -> Event {
-    Event { ns, kind, fid }
+    Event::new(ns, kind, fid)
 }
 
 fn read(bytes: Vec<u8>, clock: Clock) -> (Vec<Event>, ThreadEvents) {
@@ -204,4 +204,55 @@ fn many_chunks_keep_their_own_start() {
     assert_eq!(events.len(), 10);
     assert_eq!(events[8], ev(40_001, EventKind::Entry, 4));
     assert_eq!((it.lost(), it.lost_chunks(), it.saw_last()), (0, 0, false));
+}
+
+/// Values written after an entry and an exit (a `DATA` event each, chunk
+/// version 3) come back attached to them; the events around are unchanged,
+/// and a chunk of version 2 reads a `TIME` word with the data bit as before.
+#[test]
+fn values_ride_on_their_events() {
+    use fntrace_format::event::{DATA_ARGS, DATA_RETVAL};
+    use fntrace_format::values::{self, Value, Writer, KIND_SIGNED};
+    let payload = |vals: &[i64]| {
+        let mut buf = [0u8; 64];
+        let mut w = Writer::new(&mut buf);
+        for v in vals {
+            w.scalar(KIND_SIGNED, 4, *v as u64);
+        }
+        let n = w.words();
+        buf[..n * 8]
+            .chunks(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect::<Vec<u64>>()
+    };
+    let mut c = ChunkBuilder::new(9, 0, 1000);
+    c.entry(1, 1001)
+        .data(DATA_ARGS, &payload(&[3, 4]))
+        .entry(2, 1002)
+        .exit(2, 1003)
+        .exit(1, 1004)
+        .data(DATA_RETVAL, &payload(&[7]));
+    assert_eq!(c.header().version, fntrace_format::chunk::VERSION_DATA);
+    let events: Vec<Event> = ThreadEvents::from_bytes(
+        c.bytes(),
+        "t9",
+        Some(9),
+        fntrace_format::meta::Clock::monotonic(0),
+    )
+    .collect();
+    let shown: Vec<(EventKind, u32, Option<String>)> = events
+        .iter()
+        .map(|e| (e.kind, e.fid, e.values.as_ref().map(|v| values::list(v))))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            (EventKind::Entry, 1, Some("3, 4".to_string())),
+            (EventKind::Entry, 2, None),
+            (EventKind::Exit, 2, None),
+            (EventKind::Exit, 1, Some("7".to_string())),
+        ]
+    );
+    assert_eq!(events[0].ns, 1001);
+    assert_eq!(events[3].values.as_deref(), Some(&[Value::Signed(7)][..]));
 }

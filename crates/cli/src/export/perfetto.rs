@@ -296,6 +296,7 @@ impl Export<'_, '_> {
         let stats = &mut self.stats;
         let mut stack: CallStack<()> = CallStack::new();
         let mut whole: Vec<Whole> = Vec::new();
+        let first_ns = first.ns;
         let mut now = first.ns;
         for ev in std::iter::once(first).chain(&mut events) {
             stats.events += 1;
@@ -370,7 +371,7 @@ impl Export<'_, '_> {
         stats.lost_chunks += events.lost_chunks();
         stats.damage.extend(events.damage().map(str::to_string));
         stats.damage.extend(stack.note(events.label()));
-        let mut start = first.ns;
+        let mut start = first_ns;
         if !whole.is_empty() {
             start = start.min(self.whole_calls(names, whole, track)?);
         }

@@ -20,8 +20,9 @@ use std::collections::VecDeque;
 use std::path::Path;
 
 use super::raw::{RawEvents, RawItem};
-use crate::event::Kind;
+use crate::event::{Kind, DATA_ARGS, DATA_RETVAL};
 use crate::meta::Clock;
+use crate::values::{self, Value};
 
 /// What happened at an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +51,7 @@ pub enum EventKind {
 }
 
 /// One event of a thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     /// When (ns, `CLOCK_MONOTONIC`).
     pub ns: u64,
@@ -59,6 +60,24 @@ pub struct Event {
     /// The function id (for `Lost` and `Mark`, the raw `fid` bits of the
     /// word, or 0 for the `Lost` events made from chunk headers).
     pub fid: u32,
+    /// The values recorded with it (`-A`, `-R`): an entry's arguments, an
+    /// exit's return value.
+    pub values: Option<Values>,
+}
+
+/// Recorded values, shared (events are cloned as readers pass them on).
+pub type Values = std::sync::Arc<[Value]>;
+
+impl Event {
+    /// An event without values.
+    pub fn new(ns: u64, kind: EventKind, fid: u32) -> Event {
+        Event {
+            ns,
+            kind,
+            fid,
+            values: None,
+        }
+    }
 }
 
 /// The events of one thread file, streamed with bounded memory.
@@ -72,6 +91,8 @@ pub struct ThreadEvents {
     flight: bool,
     read: u64,
     calls: u64,
+    /// An item read after an event to look for its `DATA`, not yet used.
+    peeked: Option<RawItem>,
 }
 
 impl ThreadEvents {
@@ -86,6 +107,7 @@ impl ThreadEvents {
             flight: false,
             read: 0,
             calls: 0,
+            peeked: None,
         }
     }
 
@@ -184,11 +206,26 @@ impl ThreadEvents {
             kind,
             EventKind::Entry | EventKind::EntryCaller(_) | EventKind::Call { .. }
         ));
-        Some(Event {
-            ns: self.clock.to_ns(tick),
-            kind,
-            fid,
-        })
+        Some(Event::new(self.clock.to_ns(tick), kind, fid))
+    }
+}
+
+impl ThreadEvents {
+    /// The values of the event just read, if a `DATA` event follows it.
+    fn values_after(&mut self) -> Option<Values> {
+        match self.raw.next() {
+            Some(RawItem::Data { tag, .. }) if tag == DATA_ARGS || tag == DATA_RETVAL => {
+                Some(match values::decode(self.raw.data()) {
+                    Ok(v) => v.into(),
+                    Err(reason) => vec![Value::Damaged(reason)].into(),
+                })
+            }
+            Some(RawItem::Data { .. }) => None,
+            other => {
+                self.peeked = other;
+                None
+            }
+        }
     }
 }
 
@@ -200,15 +237,15 @@ impl Iterator for ThreadEvents {
             return Some(ev);
         }
         loop {
-            match self.raw.next()? {
+            let item = match self.peeked.take() {
+                Some(item) => item,
+                None => self.raw.next()?,
+            };
+            match item {
                 RawItem::Chunk { header, missing, .. } => {
                     self.flight |= header.is_flight();
                     let ns = self.clock.to_ns(header.start);
-                    let lost = |n| Event {
-                        ns,
-                        kind: EventKind::Lost(n),
-                        fid: 0,
-                    };
+                    let lost = |n| Event::new(ns, EventKind::Lost(n), 0);
                     if missing > 0 {
                         self.lost_chunks = self.lost_chunks.saturating_add(missing);
                         self.pending.push_back(lost(0));
@@ -228,10 +265,16 @@ impl Iterator for ThreadEvents {
                     tick,
                     ..
                 } => {
-                    if let Some(ev) = self.event(kind, fid, payload, tick) {
+                    if let Some(mut ev) = self.event(kind, fid, payload, tick) {
+                        if matches!(ev.kind, EventKind::Entry | EventKind::Exit) {
+                            ev.values = self.values_after();
+                        }
                         return Some(ev);
                     }
                 }
+                // Values after no event they belong to (the event was a
+                // lost one): nothing to show them with.
+                RawItem::Data { .. } => {}
             }
         }
     }

@@ -30,7 +30,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 pub use error::FormatError;
-pub use events::{Event, EventKind, ThreadEvents};
+pub use events::{Event, EventKind, ThreadEvents, Values};
 pub use file::FileError;
 pub use functions::Functions;
 pub use losses::Losses;

@@ -20,6 +20,17 @@ use crate::event::{self, Kind};
 /// One item of a thread file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RawItem {
+    /// A `DATA` event (chunk version 3): values of the event before it;
+    /// its payload words are [`RawEvents::data`] until the next item.
+    Data {
+        /// Byte offset of the event word in the file.
+        offset: u64,
+        /// `event::DATA_ARGS` or `event::DATA_RETVAL` (others are
+        /// reserved: readers skip them).
+        tag: u32,
+        /// Its payload words.
+        words: u32,
+    },
     /// A chunk header.
     Chunk {
         /// Byte offset of the header in the file.
@@ -61,6 +72,10 @@ pub struct RawEvents {
     done: bool,
     damage: Option<String>,
     unwritten: u64,
+    /// The current chunk may hold `DATA` events.
+    data_chunk: bool,
+    /// The payload of the last `DATA` event read.
+    data: Vec<u64>,
 }
 
 impl std::fmt::Debug for RawEvents {
@@ -129,6 +144,8 @@ impl RawEvents {
             done: false,
             damage: None,
             unwritten: 0,
+            data_chunk: false,
+            data: Vec::new(),
         }
     }
 
@@ -218,6 +235,11 @@ impl RawEvents {
             });
         }
         let (kind, fid, field) = event::decode(word);
+        if kind == Kind::Time && self.data_chunk {
+            if let Some((tag, words)) = event::data_of(fid) {
+                return self.next_data(at, tag, words);
+            }
+        }
         let payload = if kind.has_payload() {
             if self.chunk_end.saturating_sub(self.offset) < 8 {
                 self.stop_at(
@@ -249,6 +271,36 @@ impl RawEvents {
             payload,
             tick,
         })
+    }
+
+    fn next_data(&mut self, at: u64, tag: u32, words: u32) -> Option<RawItem> {
+        if self.chunk_end.saturating_sub(self.offset) < u64::from(words) * 8 {
+            self.stop_at(
+                at,
+                format!("DATA event of {words} words goes past the end of the chunk"),
+            );
+            return None;
+        }
+        self.data.clear();
+        for _ in 0..words {
+            match self.read_word() {
+                Ok(w) => self.data.push(w),
+                Err(reason) => {
+                    self.stop_at(at, reason);
+                    return None;
+                }
+            }
+        }
+        Some(RawItem::Data {
+            offset: at,
+            tag,
+            words,
+        })
+    }
+
+    /// The payload words of the last [`RawItem::Data`] read.
+    pub fn data(&self) -> &[u64] {
+        &self.data
     }
 
     fn next_chunk(&mut self) -> Option<RawItem> {
@@ -309,6 +361,7 @@ impl RawEvents {
         self.next_seq = seq + 1;
         self.chunk_end = self.offset + u64::from(header.len);
         self.ticks = Ticks::new(&header);
+        self.data_chunk = header.has_data();
         self.last_seen |= header.is_last();
         Some(RawItem::Chunk {
             offset: at,

@@ -33,6 +33,8 @@ fn settings_read_back() {
         parent_session: Some("p12".into()),
         slow: true,
         libcall: Libcall::Nested,
+        args: vec!["add@arg1/d32%rdi,retval/d32".into(), "f@fparg1/64%xmm0".into()],
+        auto_args: true,
     };
     assert_eq!(round_trip(&all), Ok(all.clone()));
     for libcall in Libcall::ALL {
@@ -44,6 +46,9 @@ fn settings_read_back() {
     }
     let bad = Settings::from_env(|name| (name == LIBCALL).then(|| "some".to_string()));
     assert_eq!(bad, Err(SettingsError::Libcall("some".into())));
+    let bad = Settings::from_env(|name| (name == ARGS).then(|| "f@arg1;g@arg0".to_string()));
+    let e = bad.unwrap_err().to_string();
+    assert!(e.starts_with("bad argument spec 'g@arg0'"), "{e}");
     assert_eq!(round_trip(&Settings::default()), Ok(Settings::default()));
     for tracer in Tracer::ALL {
         let s = Settings {
