@@ -24,6 +24,7 @@ use std::io::{self, Write};
 use fntrace_filter::Filter;
 use fntrace_format::read::{Event, EventKind, Process};
 use fntrace_format::stack::CallStack;
+use fntrace_format::values::{self, Value};
 
 use crate::merge::Merge;
 use crate::trace::Names;
@@ -165,9 +166,11 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                     .peek(i)
                     .is_some_and(|next| next.kind == EventKind::Exit && next.fid == ev.fid);
                 if shown && leaf {
-                    let exit = merge.take(i).map_or(ev.ns, |e| e.ns);
-                    let text = format!("{};", called(self.names.shown(ev.fid)));
-                    return self.line(out, tid, Some(exit.saturating_sub(ev.ns)), ctx.level, &text);
+                    let exit = merge.take(i);
+                    let end = exit.as_ref().map_or(ev.ns, |e| e.ns);
+                    let ret = returned(exit.as_ref().and_then(|e| e.values.as_deref()));
+                    let text = format!("{}{ret};", called(self.names.shown(ev.fid), ev.values.as_deref()));
+                    return self.line(out, tid, Some(end.saturating_sub(ev.ns)), ctx.level, &text);
                 }
                 let frame = Frame {
                     start_ns: ev.ns,
@@ -178,7 +181,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                 };
                 // A call left out (too deep) is not shown.
                 if self.stacks[i].push(ev.fid, frame) && shown {
-                    let text = format!("{} {{", called(self.names.shown(ev.fid)));
+                    let text = format!("{} {{", called(self.names.shown(ev.fid), ev.values.as_deref()));
                     self.line(out, tid, None, ctx.level, &text)?;
                 }
                 Ok(())
@@ -235,7 +238,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
         let Some(pos) = self.stacks[i].position(ev.fid) else {
             let ctx = self.context(i);
             if self.shown(ctx, ev.fid).0 {
-                let text = self.closing(ev.fid, unwound);
+                let text = self.closing(ev.fid, unwound, ev.values.as_deref());
                 self.line(out, tid, None, ctx.level, &text)?;
             }
             return Ok(());
@@ -252,7 +255,8 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                     self.line(out, tid, None, frame.level - 1, &text)?;
                     continue;
                 }
-                let text = self.closing(fid, unwound || !this);
+                let ret = if this { ev.values.as_deref() } else { None };
+                let text = self.closing(fid, unwound || !this, ret);
                 let dur = ev.ns.saturating_sub(frame.start_ns);
                 self.line(out, tid, Some(dur), frame.level - 1, &text)?;
             }
@@ -260,12 +264,12 @@ impl<'s, 'p> ProcessView<'s, 'p> {
         Ok(())
     }
 
-    fn closing(&mut self, fid: u32, unwound: bool) -> String {
+    fn closing(&mut self, fid: u32, unwound: bool, ret: Option<&[Value]>) -> String {
         let name = self.names.shown(fid);
         if unwound {
             format!("}} /* {name} (unwound) */")
         } else {
-            format!("}} /* {name} */")
+            format!("}}{} /* {name} */", returned(ret))
         }
     }
 
@@ -314,11 +318,43 @@ impl<'s, 'p> ProcessView<'s, 'p> {
 }
 
 /// A function as called: `name()`, or the demangled name as it is when it
-/// has its parameters (`ns::f(int)`).
-fn called(name: &str) -> String {
-    if name.contains('(') {
-        name.to_string()
-    } else {
-        format!("{name}()")
+/// has its parameters (`ns::f(int)`); with recorded arguments, the name
+/// without its parameters and the values: `add(3, 4)`, `ns::f(7)`.
+fn called(name: &str, args: Option<&[Value]>) -> String {
+    match args {
+        Some(values) => format!("{}({})", without_params(name), values::list(values)),
+        None if name.contains('(') => name.to_string(),
+        None => format!("{name}()"),
     }
+}
+
+/// ` = VALUE` for a recorded return value, else nothing.
+fn returned(ret: Option<&[Value]>) -> String {
+    match ret {
+        Some(values) if !values.is_empty() => format!(" = {}", values::list(values)),
+        _ => String::new(),
+    }
+}
+
+/// A demangled name without its parameter list (the last balanced
+/// parentheses at its end, and any `const` after them).
+fn without_params(name: &str) -> &str {
+    let trimmed = name.trim_end_matches(" const");
+    if !trimmed.ends_with(')') {
+        return name;
+    }
+    let mut depth = 0usize;
+    for (i, c) in trimmed.char_indices().rev() {
+        match c {
+            ')' => depth += 1,
+            '(' => {
+                depth -= 1;
+                if depth == 0 {
+                    return &trimmed[..i];
+                }
+            }
+            _ => {}
+        }
+    }
+    name
 }

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use fntrace_filter::Filter;
 
 use crate::cmd::record::{Options, Request};
+use fntrace_format::args::ArgSpec;
 use fntrace_format::settings;
 use fntrace_format::units::{parse_duration, parse_size};
 
@@ -83,6 +84,46 @@ pub struct RecordFlags {
     /// Trace calls from one shared library into another too.
     #[arg(long = "nest-libcall")]
     nest_libcall: bool,
+    /// FUNC@SPEC: record arguments of FUNC (uftrace syntax: arg1/d32, arg2/s, fparg1, arg7%stack+1, retval/x); repeatable.
+    #[arg(short = 'A', long = "argument", value_name = "SPEC", value_parser = arg_spec)]
+    argument: Vec<ArgSpec>,
+    /// FUNC@retval[/FORMAT]: record the return value of FUNC (retval/d32, retval/s, retval/f); repeatable.
+    #[arg(short = 'R', long = "retval", value_name = "SPEC", value_parser = retval_spec)]
+    retval: Vec<ArgSpec>,
+    /// Record the arguments and return values of every traced function its DWARF (-g) describes, and of common libc functions.
+    #[arg(short = 'a', long = "auto-args")]
+    auto_args: bool,
+}
+
+/// `-A`: a spec of `fntrace_format::args`, with a valid pattern.
+fn arg_spec(text: &str) -> Result<ArgSpec, String> {
+    let spec = ArgSpec::parse(text).map_err(|e| e.to_string())?;
+    pattern(&spec.pattern)?;
+    Ok(spec)
+}
+
+/// `-R`: as `-A`, with the return value only.
+fn retval_spec(text: &str) -> Result<ArgSpec, String> {
+    let spec = arg_spec(text)?;
+    if !spec.args.is_empty() || spec.retval.is_none() {
+        return Err(format!(
+            "'{text}': -R takes FUNC@retval[/FORMAT] (arguments go to -A)"
+        ));
+    }
+    Ok(spec)
+}
+
+/// The specs of `-A` and `-R`, one per pattern (in the order first
+/// given), as the runtime takes them.
+fn merged_specs(specs: impl IntoIterator<Item = ArgSpec>) -> Vec<String> {
+    let mut out: Vec<ArgSpec> = Vec::new();
+    for spec in specs {
+        match out.iter_mut().find(|s| s.pattern == spec.pattern) {
+            Some(s) => s.merge(&spec),
+            None => out.push(spec),
+        }
+    }
+    out.iter().map(ToString::to_string).collect()
 }
 
 impl RecordFlags {
@@ -109,6 +150,8 @@ impl RecordFlags {
                 } else {
                     settings::Libcall::Program
                 },
+                args: merged_specs(self.argument.into_iter().chain(self.retval)),
+                auto_args: self.auto_args,
             },
             command,
         }
@@ -225,6 +268,21 @@ mod tests {
         ] {
             assert!(trigger(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn argument_specs() {
+        assert!(arg_spec("add@arg1/i32,arg2/i32").is_ok());
+        assert!(arg_spec("add@arg0").unwrap_err().contains("count from 1"));
+        assert!(arg_spec("a b@arg1").is_err());
+        assert!(retval_spec("add@retval/i32").is_ok());
+        assert!(retval_spec("add@arg1").unwrap_err().contains("-R takes"));
+        let merged = merged_specs([
+            arg_spec("add@arg1/i32").unwrap(),
+            arg_spec("f@arg1/s").unwrap(),
+            retval_spec("add@retval/i32").unwrap(),
+        ]);
+        assert_eq!(merged, ["add@arg1/d32%rdi,retval/d32", "f@arg1/s64%rdi"]);
     }
 
     #[test]

@@ -98,11 +98,17 @@ pub fn patterns(options: &Options) -> Vec<(&'static str, Vec<String>)> {
         .iter()
         .filter_map(|t| Some(t.rsplit_once('@')?.0.to_string()))
         .collect();
+    let args = options
+        .args
+        .iter()
+        .filter_map(|t| Some(t.split_once('@')?.0.to_string()))
+        .collect();
     vec![
         ("-F", options.filter.clone()),
         ("-N", options.notrace.clone()),
         ("--graph-function", options.graph_functions.clone()),
         ("-T", triggers),
+        ("-A/-R", args),
     ]
 }
 

@@ -48,6 +48,38 @@ pub struct Regs {
     pub sp: u64,
 }
 
+/// Where the regs routines keep the vector registers, from the frame's
+/// start: `xmm0`-`xmm7` (all sixteen in the bare routine) from
+/// [`VECS_OFFSET`], 16 or 32 bytes apart as the flag word says (bit 2:
+/// whole `ymm` registers), at [`VECS_FLAG`] or, in the bare routine,
+/// [`VECS_FLAG_BARE`].
+const VECS_OFFSET: usize = 144;
+const VECS_FLAG: usize = 400;
+const VECS_FLAG_BARE: usize = 656;
+const _: () = assert!(std::mem::size_of::<Regs>() == VECS_OFFSET);
+
+/// The low 8 bytes of vector register `i` (`xmm0`-`xmm7`) as the regs
+/// routine that made the frame `regs` saved them: the bare sites' routine
+/// (`bare`) or the others'. A `float` is the low 4 of them.
+///
+/// # Safety
+/// `regs` is the frame a regs routine passed to the callback running now
+/// (the routine's stack frame, live until the callback returns).
+pub unsafe fn saved_vector(regs: *const Regs, bare: bool, i: usize) -> u64 {
+    let base = regs.cast::<u8>();
+    let flag = if bare { VECS_FLAG_BARE } else { VECS_FLAG };
+    // SAFETY: the routine wrote the flag and the vectors at these offsets
+    // of its frame (FNTRACE_SAVE_VECS in FNTRACE_REGS_ROUTINE), which the
+    // caller guarantees is live; unaligned reads of plain bytes.
+    unsafe {
+        let wide = base.add(flag).cast::<u32>().read_unaligned() & 4 != 0;
+        let stride = if wide { 32 } else { 16 };
+        base.add(VECS_OFFSET + (i & 7) * stride)
+            .cast::<u64>()
+            .read_unaligned()
+    }
+}
+
 /// Offsets of the callbacks in an ops (see `ops::RawOps`).
 pub const ENTRY_OFFSET: usize = 8;
 /// See [`ENTRY_OFFSET`].
@@ -237,14 +269,14 @@ global_asm!(
     lea rax, [rbp + 16]
     mov [rsp + 136], rax
     .if \bare
-    FNTRACE_SAVE_VECS 144, 656, FNTRACE_VECS16
+    FNTRACE_SAVE_VECS {vecs}, {vflag_bare}, FNTRACE_VECS16
     // W: the detour's call ends at the return address, its disp32 last.
     mov rax, [rbp + 8]
     movsxd rdx, dword ptr [rax - 4]
     add rax, rdx
     mov rdx, [rax + 8]
     .else
-    FNTRACE_SAVE_VECS 144, 400
+    FNTRACE_SAVE_VECS {vecs}, {vflag}
     mov rdx, r11
     .endif
     mov rdi, [rbp + 8]
@@ -252,9 +284,9 @@ global_asm!(
     mov rcx, rsp
     call [rdx + \offset]
     .if \bare
-    FNTRACE_LOAD_VECS 144, 656, FNTRACE_VECS16
+    FNTRACE_LOAD_VECS {vecs}, {vflag_bare}, FNTRACE_VECS16
     .else
-    FNTRACE_LOAD_VECS 144, 400
+    FNTRACE_LOAD_VECS {vecs}, {vflag}
     .endif
     mov rax, [rsp + 120]
     mov [rbp + 8], rax
@@ -289,6 +321,9 @@ global_asm!(
 "#,
     avx = sym AVX,
     xinuse = sym XINUSE,
+    vecs = const VECS_OFFSET,
+    vflag = const VECS_FLAG,
+    vflag_bare = const VECS_FLAG_BARE,
 );
 
 /// Whether the CPU has AVX (ymm registers to keep).

@@ -434,3 +434,30 @@ pub fn lookup_global(name: &str) -> Option<usize> {
     let addr = unsafe { libc::dlsym(libc::RTLD_DEFAULT, cname.as_ptr()) } as usize;
     (addr != 0).then_some(addr)
 }
+
+/// Copies up to `buf.len()` bytes of this process's memory at `addr` into
+/// `buf`, without ever faulting: `process_vm_readv` on ourselves, which
+/// stops at the first byte that is not readable (an unmapped, freed or
+/// `PROT_NONE` page) and says how many it copied. Returns that count (0 if
+/// nothing at `addr` is readable, or the call is refused, as a seccomp
+/// filter may). Async-signal-safe; keeps `errno`.
+pub fn read_memory(addr: usize, buf: &mut [u8]) -> usize {
+    if buf.is_empty() || addr == 0 {
+        return 0;
+    }
+    let saved = errno();
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, ours
+    // and mutable; it reads the remote range with its own fault handling
+    // (a bad address is an error or a short count, never a signal).
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    set_errno(saved);
+    n.max(0) as usize
+}

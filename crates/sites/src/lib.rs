@@ -35,6 +35,7 @@ mod imports;
 pub mod libraries;
 mod model;
 mod names;
+pub mod params;
 pub mod recordmcount;
 mod regroup;
 mod scan;

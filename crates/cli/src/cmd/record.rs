@@ -76,6 +76,10 @@ pub struct Options {
     /// Which library calls: `none`, `program` or `nested`.
     #[serde(serialize_with = "libcall_name")]
     pub libcall: fntrace_format::settings::Libcall,
+    /// `-A` and `-R`: one spec per pattern (`fntrace_format::args`).
+    pub args: Vec<String>,
+    /// `-a`.
+    pub auto_args: bool,
 }
 
 fn libcall_name<S: serde::Serializer>(
@@ -253,6 +257,8 @@ pub fn settings(request: &Request, dir: &Path) -> Settings {
         flight: o.flight_recorder,
         lossy: o.lossy,
         libcall: o.libcall,
+        args: o.args.clone(),
+        auto_args: o.auto_args,
         ..Settings::default()
     }
 }

@@ -12,6 +12,8 @@
 //! "displayTimeUnit":"ns",
 //! "metadata":{"command":"./prog arg","clock_source":"tsc","lost_events":0,...}}
 //! ```
+//! Recorded values (`-A`, `-R`) are the `args` of the `B` (`arg1`, ...)
+//! and `E` (`retval`) events, as `replay` writes them.
 //!
 //! - `pid` is the traced process, `tid` the thread: one track per thread;
 //!   `process_name` is its command line, `thread_name` "main" for the
@@ -46,6 +48,7 @@ use std::io::{self, Write};
 
 use fntrace_format::read::{EventKind, Process, ThreadEvents, Trace};
 use fntrace_format::stack::CallStack;
+use fntrace_format::values::Value;
 use serde_json::json;
 
 use super::progress::Progress;
@@ -254,8 +257,11 @@ impl<W: Write> Json<'_, W> {
                         .start("{\"ph\":\"B\",\"ts\":")
                         .micros(ts)
                         .text(&call)
-                        .text(names.get(ev.fid))
-                        .text("}");
+                        .text(names.get(ev.fid));
+                    match ev.values.as_deref() {
+                        Some(values) => self.line.text(&values_args("arg", values)).text("}"),
+                        None => self.line.text("}"),
+                    };
                     self.flush_line()?;
                 }
                 EventKind::Exit | EventKind::Unwind => {
@@ -273,7 +279,8 @@ impl<W: Write> Json<'_, W> {
                             (false, false) => None,
                         };
                         self.exit_lost += u64::from(exit_lost);
-                        self.end(&call, names, open, now, why)?;
+                        let ret = if this { ev.values.as_deref() } else { None };
+                        self.end_with(&call, names, open, now, why, ret)?;
                         if this {
                             break;
                         }
@@ -336,9 +343,22 @@ impl<W: Write> Json<'_, W> {
         &mut self,
         call: &str,
         names: &mut JsonNames<'_>,
+        open: (u32, u64),
+        now: u64,
+        why: Option<&str>,
+    ) -> io::Result<()> {
+        self.end_with(call, names, open, now, why, None)
+    }
+
+    /// [`Self::end`], with the call's return value (`args.retval`).
+    fn end_with(
+        &mut self,
+        call: &str,
+        names: &mut JsonNames<'_>,
         (fid, start): (u32, u64),
         now: u64,
         why: Option<&str>,
+        ret: Option<&[Value]>,
     ) -> io::Result<()> {
         let ts = self.ts(now.max(start));
         self.line
@@ -346,12 +366,35 @@ impl<W: Write> Json<'_, W> {
             .micros(ts)
             .text(call)
             .text(names.get(fid));
-        match why {
-            Some(why) => self.line.text(",\"args\":{\"").text(why).text("\":true}}"),
-            None => self.line.text("}"),
+        match (why, ret) {
+            (Some(why), _) => self.line.text(",\"args\":{\"").text(why).text("\":true}}"),
+            (None, Some(ret)) => self.line.text(&values_args("retval", ret)).text("}"),
+            (None, None) => self.line.text("}"),
         };
         self.flush_line()
     }
+}
+
+/// `,"args":{"arg1":"3","arg2":"\"abc\""}`: recorded values as the
+/// viewers' details panel shows them, each as `replay` writes it (`key`
+/// numbered from 1; a single return value is `retval`).
+fn values_args(key: &str, values: &[Value]) -> String {
+    let mut s = String::from(",\"args\":{");
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        let name = if key == "retval" {
+            key.to_string()
+        } else {
+            format!("{key}{}", i + 1)
+        };
+        s.push_str(&quote(&name));
+        s.push(':');
+        s.push_str(&quote(&v.to_string()));
+    }
+    s.push('}');
+    s
 }
 
 /// A JSON string literal.

@@ -702,6 +702,7 @@ fntrace_return_all:
     .endr
 2:
     mov rdi, rbp
+    mov rsi, rsp
     call {ret}
     mov [rbp - 8], rax
     test byte ptr [rsp + 600], 4

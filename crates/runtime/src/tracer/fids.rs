@@ -9,28 +9,38 @@ use fntrace_core::Role;
 use fntrace_filter::demangle;
 use fntrace_filter::{Filter, Names};
 
+use std::sync::Arc;
+
+use fntrace_format::args::ArgSpec;
+
+use super::args::Specs;
 use crate::index;
 use crate::state::State;
 
 /// The function has exit sites: its exits come from them.
-pub const HAS_EXIT: u8 = 1;
+pub const HAS_EXIT: u16 = 1;
 /// A `--graph-function`.
-pub const GRAPH: u8 = 2;
+pub const GRAPH: u16 = 2;
 /// Trigger `trace_on`.
-pub const TRACE_ON: u8 = 4;
+pub const TRACE_ON: u16 = 4;
 /// Trigger `trace_off`.
-pub const TRACE_OFF: u8 = 8;
+pub const TRACE_OFF: u16 = 8;
 /// Trigger `depth=N`.
-pub const DEPTH: u8 = 16;
+pub const DEPTH: u16 = 16;
 /// A `--notrace` function (hidden with its callees).
-pub const NOTRACE: u8 = 32;
+pub const NOTRACE: u16 = 32;
 /// A C++ function (mangled name): compiled with unwind cleanups, so a
 /// forced unwind (`pthread_exit`) runs its exit like an exception does.
-pub const CXX: u8 = 64;
+pub const CXX: u16 = 64;
 /// A function no compiler prepared (a bare site): its callers may keep
 /// values in any register across its calls (gcc's `-fipa-ra`), so its
 /// return trampoline keeps them all.
-pub const PLAIN: u8 = 128;
+pub const PLAIN: u16 = 128;
+
+/// Arguments to record (`-A`): its spec is [`spec`].
+pub const ARGS: u16 = 256;
+/// A return value to record (`-R`): its spec is [`spec`].
+pub const RETVAL: u16 = 512;
 
 /// An id no function has (a site outside any symbol): the engine's.
 pub use crate::state::NO_FID;
@@ -39,7 +49,10 @@ pub use crate::state::NO_FID;
 #[derive(Debug, Default)]
 pub struct Table {
     /// Flags by function id.
-    pub flags: Vec<u8>,
+    pub flags: Vec<u16>,
+    /// By function id, its value spec (`-A`, `-R`, `-a`); empty when no
+    /// spec was given.
+    pub spec: Vec<Option<Arc<ArgSpec>>>,
     /// `depth=N` by function id.
     pub depth: Vec<u16>,
     /// Each module's first function id and an address of its code (its
@@ -52,7 +65,7 @@ static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
 
 /// The flags of `fid` (0 if unknown).
 #[inline]
-pub fn flags(fid: u32) -> u8 {
+pub fn flags(fid: u32) -> u16 {
     let p = TABLE.load(Ordering::Acquire);
     if p.is_null() {
         return 0;
@@ -60,6 +73,17 @@ pub fn flags(fid: u32) -> u8 {
     // SAFETY: published tables are leaked, never freed.
     let t = unsafe { &*p };
     t.flags.get(fid as usize).copied().unwrap_or(0)
+}
+
+/// `fid`'s value spec, if it has one.
+pub fn spec(fid: u32) -> Option<&'static ArgSpec> {
+    let p = TABLE.load(Ordering::Acquire);
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: as in `flags` (published tables live for ever).
+    let t: &'static Table = unsafe { &*p };
+    t.spec.get(fid as usize)?.as_deref()
 }
 
 /// An address in the code of the module of function `fid`.
@@ -97,7 +121,7 @@ pub struct Trigger {
     /// Which functions.
     pub filter: Filter,
     /// `TRACE_ON`, `TRACE_OFF`, `DEPTH` bits.
-    pub flags: u8,
+    pub flags: u16,
     /// For `depth=N`.
     pub depth: u16,
 }
@@ -135,10 +159,15 @@ pub fn parse_triggers(items: &[String]) -> Result<Vec<Trigger>, String> {
 }
 
 /// Rebuilds and publishes the table from the state's modules.
-pub fn publish(state: &State, graph: &Filter, notrace: &Filter, triggers: &[Trigger]) {
+pub fn publish(state: &State, graph: &Filter, notrace: &Filter, triggers: &[Trigger], args: &Specs) {
     let n = state.functions.len();
     let mut table = Table {
         flags: vec![0; n],
+        spec: if args.is_empty() {
+            Vec::new()
+        } else {
+            vec![None; n]
+        },
         depth: vec![0; n],
         homes: Vec::new(),
     };
@@ -165,7 +194,7 @@ pub fn publish(state: &State, graph: &Filter, notrace: &Filter, triggers: &[Trig
                 table.flags[fid] |= CXX;
             }
         }
-        if graph.is_empty() && notrace.is_empty() && triggers.is_empty() {
+        if graph.is_empty() && notrace.is_empty() && triggers.is_empty() && args.is_empty() {
             continue;
         }
         let first = module.fid_base as usize;
@@ -187,6 +216,15 @@ pub fn publish(state: &State, graph: &Filter, notrace: &Filter, triggers: &[Trig
             }
             if !notrace.is_empty() && notrace.selects(&names) {
                 table.flags[fid] |= NOTRACE;
+            }
+            if let Some(spec) = args.of(fid as u32, &names) {
+                if !spec.args.is_empty() {
+                    table.flags[fid] |= ARGS;
+                }
+                if spec.retval.is_some() {
+                    table.flags[fid] |= RETVAL;
+                }
+                table.spec[fid] = Some(spec);
             }
             for t in triggers {
                 if t.filter.selects(&names) {

@@ -22,13 +22,13 @@
 //! A return whose frame is not the innermost one (frames of another stack
 //! lie above it) closes those frames the same way.
 
-use fntrace_format::event::Kind;
+use fntrace_format::event::{self, Kind};
 
 use super::fids::{self, DEPTH, GRAPH, HAS_EXIT, NOTRACE, TRACE_OFF, TRACE_ON};
 use super::thread::{
     self, Frame, Owner, F_DEPTH, F_FORCED, F_GRAPH, F_HIJACKED, F_NOTRACE, F_RESTORED, SHADOW,
 };
-use super::{clock, config, profile, Tracer};
+use super::{args, clock, config, profile, Tracer};
 use crate::ops::RawOps;
 use crate::routines::Regs;
 use crate::sys;
@@ -38,7 +38,12 @@ use crate::sys;
 /// compiler prepared (`fids::PLAIN`), else the profiler's for `profile`,
 /// else function_graph's.
 fn handler(fid: u32) -> usize {
-    if fids::flags(fid) & fids::PLAIN != 0 {
+    let flags = fids::flags(fid);
+    if flags & fids::RETVAL != 0 {
+        // The return value is read from the registers it saves.
+        return super::asm::return_trampoline_all();
+    }
+    if flags & fids::PLAIN != 0 {
         return super::asm::return_trampoline_bare();
     }
     match config().kind {
@@ -61,7 +66,7 @@ pub unsafe extern "C" fn graph_entry(
     ip: usize,
     _parent: usize,
     _: *mut RawOps,
-    _: *mut Regs,
+    regs: *mut Regs,
     slot: *mut usize,
 ) {
     let Some(mut t) = thread::enter() else { return };
@@ -84,9 +89,46 @@ pub unsafe extern "C" fn graph_entry(
         }
     }
     drop_stale(&mut t, slot, now, true);
+    let flags = fids::flags(fid);
+    let values = (flags & fids::ARGS != 0 && !regs.is_null()).then(|| {
+        // SAFETY: a non-null `regs` is the frame the regs routine built
+        // for this call, live until this callback returns.
+        unsafe { entry_frame(regs, flags & fids::PLAIN != 0, slot) }
+    });
     // SAFETY: `slot` is the traced function's return slot on this stack.
-    unsafe { enter_frame(&mut t, fid, slot, now) };
+    unsafe { enter_frame(&mut t, fid, slot, now, values.as_ref()) };
     t.leave();
+}
+
+/// The registers of a call's entry, for its arguments.
+///
+/// # Safety
+/// `regs` is the live frame a regs routine built (`bare`: the bare
+/// sites' routine).
+unsafe fn entry_frame(regs: *const Regs, bare: bool, slot: usize) -> args::Frame {
+    // SAFETY: as the caller guarantees.
+    let r = unsafe { &*regs };
+    let mut xmm = [0u64; 8];
+    for (i, x) in xmm.iter_mut().enumerate() {
+        // SAFETY: as the caller guarantees.
+        *x = unsafe { crate::routines::saved_vector(regs, bare, i) };
+    }
+    args::Frame {
+        gp: [
+            r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi, r.rbp, r.sp, r.r8, r.r9, r.r10, r.r11, r.r12, r.r13,
+            r.r14, r.r15,
+        ],
+        xmm,
+        slot,
+    }
+}
+
+/// The return registers, for a return value.
+fn return_frame(rax: u64, xmm0: u64) -> args::Frame {
+    let mut f = args::Frame::default();
+    f.gp[0] = rax;
+    f.xmm[0] = xmm0;
+    f
 }
 
 /// Exit-site callback of `function_graph` and `profile`.
@@ -94,7 +136,7 @@ pub unsafe extern "C" fn graph_exit(
     ip: usize,
     _parent: usize,
     _: *mut RawOps,
-    _: *mut Regs,
+    regs: *mut Regs,
     slot: *mut usize,
 ) {
     let Some(mut t) = thread::enter_exit() else { return };
@@ -108,7 +150,12 @@ pub unsafe extern "C" fn graph_exit(
             // mapped executable segment.
             if unsafe { is_return(ip) } {
                 t.pop_frame();
-                close(&mut t, top, Kind::Exit, now);
+                let ret = (fids::flags(fid) & fids::RETVAL != 0 && !regs.is_null()).then(|| {
+                    // SAFETY: a non-null `regs` is the live frame the regs
+                    // routine built for this exit site (never a bare one).
+                    unsafe { return_frame((*regs).rax, crate::routines::saved_vector(regs, false, 0)) }
+                });
+                close_with(&mut t, top, Kind::Exit, now, ret.as_ref());
             } else {
                 // A tail call (XRay tail sled, or a return site before a
                 // `jmp`): the function ends when its callee returns, into
@@ -260,7 +307,7 @@ fn release(t: &mut Owner, f: &Frame, current: usize) {
 ///
 /// # Safety
 /// `slot` is the return slot of the call being entered, on this stack.
-unsafe fn enter_frame(t: &mut Owner, fid: u32, slot: usize, now: u64) {
+unsafe fn enter_frame(t: &mut Owner, fid: u32, slot: usize, now: u64, values: Option<&args::Frame>) {
     let cfg = config();
     let flags = fids::flags(fid);
     if !triggers(t, fid, now) {
@@ -320,7 +367,12 @@ unsafe fn enter_frame(t: &mut Owner, fid: u32, slot: usize, now: u64) {
     push_hijacked(t, f, hijack);
     match cfg.kind {
         Tracer::Profile => profile::enter(t, fid),
-        _ if cfg.time_filter == 0 => t.emit(Kind::Entry, fid, now, None),
+        _ if cfg.time_filter == 0 => match (values, fids::spec(fid)) {
+            (Some(frame), Some(spec)) => args::capture(spec, spec.args.iter(), frame, |bytes| {
+                t.emit_values(Kind::Entry, fid, now, event::DATA_ARGS, bytes)
+            }),
+            _ => t.emit(Kind::Entry, fid, now, None),
+        },
         _ => {}
     }
 }
@@ -338,6 +390,12 @@ fn push_hijacked(t: &mut Owner, f: Frame, hijack: bool) {
 
 /// Ends a popped frame: its event, its accounting.
 fn close(t: &mut Owner, f: Frame, kind: Kind, now: u64) {
+    close_with(t, f, kind, now, None);
+}
+
+/// [`close`], for a return whose registers are `ret`: with its return
+/// value where one is asked for.
+fn close_with(t: &mut Owner, f: Frame, kind: Kind, now: u64, ret: Option<&args::Frame>) {
     let cfg = config();
     if f.flags & F_NOTRACE != 0 {
         t.hidden = t.hidden.saturating_sub(1);
@@ -360,13 +418,20 @@ fn close(t: &mut Owner, f: Frame, kind: Kind, now: u64) {
                 t.emit(Kind::Call, f.fid, now, Some(dur));
             }
         }
-        _ => t.emit(kind, f.fid, now, None),
+        _ => match (ret, fids::spec(f.fid)) {
+            (Some(frame), Some(spec)) if kind == Kind::Exit && spec.retval.is_some() => {
+                args::capture(spec, spec.retval.iter(), frame, |bytes| {
+                    t.emit_values(kind, f.fid, now, event::DATA_RETVAL, bytes)
+                })
+            }
+            _ => t.emit(kind, f.fid, now, None),
+        },
     }
 }
 
 /// Called by the return trampoline with the slot the traced function
 /// returned from: closes its frame and gives the real return address.
-pub extern "C" fn graph_return(slot: usize) -> usize {
+pub extern "C" fn graph_return(slot: usize, saved: *const u64) -> usize {
     let Some((mut t, was)) = thread::for_return() else {
         lost_return();
     };
@@ -375,13 +440,16 @@ pub extern "C" fn graph_return(slot: usize) -> usize {
     if t.top_slot().is_some_and(|top| top != slot) {
         end_other_stacks(&mut t, slot, now);
     }
+    // SAFETY: `saved` is the return trampoline's save area: `rax` first,
+    // the vector registers from byte 80 (`fntrace_return_all`).
+    let regs = unsafe { return_frame(*saved, *saved.add(10)) };
     let mut ret = 0;
     while let Some(top) = t.top() {
         if top.slot != slot {
             break;
         }
         t.pop_frame();
-        close(&mut t, top, Kind::Exit, now);
+        close_with(&mut t, top, Kind::Exit, now, Some(&regs));
         if top.flags & F_HIJACKED != 0 && !is_handler(top.orig) {
             ret = top.orig;
             break;

@@ -3,6 +3,7 @@
 //! into the data directory (`docs/FORMAT.md`). Started by `FNTRACE_DATA`
 //! (which `fntrace record` sets).
 
+pub mod args;
 mod asm;
 mod clock;
 mod ending;
@@ -24,7 +25,7 @@ use fntrace_filter::Filter;
 use fntrace_format::settings::{self, Settings};
 
 use crate::api::{self, Ops};
-use crate::ops::{as_callback, Callback5, RawOps, SlotSite, FL_LIBCALLS, FL_RECURSION_SAFE};
+use crate::ops::{as_callback, Callback5, RawOps, SlotSite, FL_LIBCALLS, FL_RECURSION_SAFE, FL_SAVE_REGS};
 use crate::state::State;
 
 /// Which tracer: the settings' (`fntrace_format::settings`).
@@ -53,6 +54,8 @@ pub struct Config {
     graph: Filter,
     notrace: Filter,
     triggers: Vec<fids::Trigger>,
+    /// What `-A`, `-R` and `-a` ask for (`function_graph` only).
+    pub args: args::Specs,
 }
 
 /// The settings in force: each `Config` is leaked (threads may hold one
@@ -125,6 +128,17 @@ fn parse(settings: &Settings) -> Result<Parsed, String> {
         Filter::default()
     };
     let triggers = fids::parse_triggers(&settings.triggers)?;
+    // Values are recorded with the calls of function_graph (not with the
+    // function tracer's entries, nor by the profiler, nor under a time
+    // filter, which writes whole calls).
+    let args = if kind == Tracer::Graph && time_filter_ns == 0 {
+        args::Specs {
+            wanted: args::parse(&settings.args)?,
+            auto: settings.auto_args,
+        }
+    } else {
+        args::Specs::default()
+    };
     let starts_off = triggers.iter().any(|t| t.flags & fids::TRACE_ON != 0);
     // A buffer larger than a thread may map was refused by `from_env`; a
     // smaller one than the minimum is raised to it in `start`.
@@ -170,6 +184,7 @@ fn parse(settings: &Settings) -> Result<Parsed, String> {
         graph,
         notrace,
         triggers,
+        args,
     };
     Ok(Parsed {
         config,
@@ -269,11 +284,18 @@ fn register(filter: &[String], ops_notrace: &[String]) -> Result<(), String> {
     } else {
         FL_LIBCALLS
     };
+    // Values are read from the register frame: the generic routines
+    // build it (the fast paths, which the functions with values skip, never
+    // do).
+    let regs = if config().args.is_empty() { 0 } else { FL_SAVE_REGS };
+    if regs != 0 {
+        writer::records_values();
+    }
     let ops = Ops::with_site_slots(
         Some(as_callback(entry)),
         exit.map(as_callback),
         std::ptr::null_mut(),
-        FL_RECURSION_SAFE | libcalls,
+        FL_RECURSION_SAFE | libcalls | regs,
         fast_slot,
     );
     ops.set_patterns(filter, ops_notrace).map_err(|e| e.to_string())?;
@@ -314,6 +336,7 @@ pub fn reconfigure(settings: &Settings, on: bool) -> Result<(), String> {
         on && parsed.config.kind == old.kind
             && parsed.config.fast == old.fast
             && parsed.config.libcall == old.libcall
+            && parsed.config.args.is_empty() == old.args.is_empty()
     });
     if kept.is_none() {
         unregister();
@@ -385,6 +408,11 @@ fn fast_slot(ops: &RawOps, site: &SlotSite) -> Option<(usize, usize)> {
     if fast_ops == 0 || ops as *const RawOps as usize != fast_ops || site.fid == fids::NO_FID {
         return None;
     }
+    // Functions with values to record take the generic routine, which
+    // builds the register frame.
+    if fids::flags(site.fid) & (fids::ARGS | fids::RETVAL) != 0 {
+        return None;
+    }
     use fntrace_format::event::{word_of, Kind};
     if let Shape::Bare { .. } = site.shape {
         // Bare sites keep every register: function_graph's own fast entry
@@ -425,7 +453,8 @@ fn fast_slot(ops: &RawOps, site: &SlotSite) -> Option<(usize, usize)> {
 fn on_modules(state: &State) {
     let Some(cfg) = configured() else { return };
     FUNCTIONS.store(state.functions.len(), Ordering::Relaxed);
-    fids::publish(state, &cfg.graph, &cfg.notrace, &cfg.triggers);
+    cfg.args.read_modules(state);
+    fids::publish(state, &cfg.graph, &cfg.notrace, &cfg.triggers, &cfg.args);
     if let Some(s) = session::lock().as_mut() {
         s.take_modules(state);
     }

@@ -693,6 +693,62 @@ impl Owner {
         s.bump(((w - start) / 8) as u64);
     }
 
+    /// Writes an event followed by a `DATA` event of tag `tag` whose
+    /// payload is `values` (bytes, zero-padded to whole words): both in
+    /// one commit, so that nothing comes between them. Only the generic
+    /// paths call it (exclusive: no handler's event can interleave).
+    pub fn emit_values(&mut self, kind: Kind, fid: u32, now: u64, tag: u32, values: &[u8]) {
+        if FINISHED.load(Ordering::Relaxed) {
+            return;
+        }
+        let words = values.len().div_ceil(8);
+        let s = self.shared();
+        // `emit` keeps four words of room below `wend`; the data takes
+        // one more and its payload.
+        if s.chunk.load(Ordering::Relaxed) == usize::MAX
+            || s.wptr() + (words + 1) * 8 > s.wend.load(Ordering::Relaxed)
+        {
+            if self.switch().is_none() {
+                let dropped = s.dropped.load(Ordering::Relaxed);
+                s.dropped.store(dropped + 1, Ordering::Relaxed);
+                s.lost_total.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            if s.wptr() + (words + 1) * 8 > s.wend.load(Ordering::Relaxed) {
+                // Larger than a chunk (never with the payload's bound and
+                // the smallest buffer): the event without its values.
+                return self.emit(kind, fid, now, None);
+            }
+        }
+        let start = s.wptr();
+        let mut w = start;
+        let mut put = |word: u64| {
+            // SAFETY: `wptr + (words + 1) * 8 <= wend`, and four more words
+            // fit below the chunk's end.
+            unsafe { (w as *mut u64).write(word) };
+            w += 8;
+        };
+        let mut delta = now.wrapping_sub(s.base.load(Ordering::Relaxed));
+        if delta > MAX_DELTA_FROM_BASE {
+            if (delta as i64) < 0 {
+                delta = 0;
+            } else {
+                put(event::TIME_WORD);
+                put(now);
+                s.base.store(now, Ordering::Relaxed);
+                delta = 0;
+            }
+        }
+        put(event::encode_from_base(kind, fid, delta));
+        put(event::data_word(tag, words as u32));
+        for chunk in values.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            put(u64::from_le_bytes(word));
+        }
+        s.bump(((w - start) / 8) as u64);
+    }
+
     /// Closes the current chunk and takes the next one, if it is free
     /// (the flight recorder takes it even if full: it keeps the newest),
     /// waiting for the writer to free it unless `--lossy`. `Some(waited)`

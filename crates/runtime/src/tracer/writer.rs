@@ -13,7 +13,7 @@ use std::sync::{Condvar, LazyLock, Mutex, MutexGuard};
 use std::time::Duration;
 
 use fntrace_format::chunk::ChunkHeader;
-use fntrace_format::event;
+use fntrace_format::event::{self, Kind};
 use fntrace_format::layout;
 
 use super::thread::{self, Shared, FILLING, FREE, FULL, NCHUNKS, WRITING};
@@ -241,7 +241,7 @@ fn flush_thread(files: &mut Files, t: &Shared, partial: bool) {
         if chunk == usize::MAX && dropped > 0 && !(ended && unwritten) {
             let seq = files.next.get(&tid).copied().unwrap_or(0);
             let header = ChunkHeader {
-                version: fntrace_format::chunk::VERSION,
+                version: version(),
                 flags: 0,
                 tid,
                 seq,
@@ -285,7 +285,7 @@ fn write_chunk(files: &mut Files, t: &Shared, i: usize, skip: u32, len: u32) -> 
         0
     };
     let header = ChunkHeader {
-        version: fntrace_format::chunk::VERSION,
+        version: version(),
         flags: c.flags.load(Ordering::Relaxed) as u16 | continued,
         tid,
         seq: c.seq.load(Ordering::Relaxed),
@@ -390,11 +390,35 @@ fn continuation_start(start: u64, data: &[u8]) -> u64 {
         .chunks_exact(8)
         .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")));
     while let Some(w) = words.next() {
-        let (kind, _, delta) = event::decode(w);
+        let (kind, fid, delta) = event::decode(w);
+        if let (Kind::Time, Some((_, n))) = (kind, event::data_of(fid)) {
+            // A DATA event: its payload is values, not a tick.
+            for _ in 0..n {
+                words.next();
+            }
+            continue;
+        }
         let payload = if kind.has_payload() { words.next() } else { None };
         ticks.next(kind, delta, payload);
     }
     ticks.continuation_start()
+}
+
+/// Whether this process records values (`DATA` events): then its chunks
+/// are of version 3, which readers of version 2 refuse rather than misread.
+static VALUES: AtomicBool = AtomicBool::new(false);
+
+/// From now on, chunks say they may hold `DATA` events.
+pub fn records_values() {
+    VALUES.store(true, Ordering::Relaxed);
+}
+
+fn version() -> u16 {
+    if VALUES.load(Ordering::Relaxed) {
+        fntrace_format::chunk::VERSION_DATA
+    } else {
+        fntrace_format::chunk::VERSION
+    }
 }
 
 /// Stops the writer thread (it ends at its next wake-up).

@@ -95,6 +95,7 @@ fn configure() {
                 graph: Default::default(),
                 notrace: Default::default(),
                 triggers: Vec::new(),
+                args: Default::default(),
             });
         }
     });

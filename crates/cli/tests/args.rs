@@ -1,0 +1,369 @@
+//! Arguments and return values (#20): `-A` and `-R` record what a call was
+//! given and what it returned, and `replay` shows them as uftrace does
+//! (`add(3, 4) = 7;`).
+//!
+//! The truth is the program's own: every function of
+//! `programs/args/values.c` prints its call, just before it returns, in
+//! the form the trace shows it (floating-point values exactly, as C's
+//! `%a`). Integers of every width and sign, octal, hex, characters,
+//! pointers, strings (empty, `NULL`, unreadable, cut by an unreadable
+//! page), doubles and floats mixed with integers, arguments on the stack
+//! (integer and vector), a variadic function, recursion and threads. The
+//! recorded calls, in the order they returned, per thread, equal the
+//! printed ones — built as users build: `-pg -mfentry` (entry sites,
+//! returns hijacked), plain `-O2` (functions no compiler prepared: the
+//! bare routine, with all sixteen vector registers in its frame) and
+//! clang's XRay (exit sleds: return values at the exit site).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{cc, fntrace_output, program, run, Work};
+
+/// The specs: one `-A` and one `-R` per function of the program.
+const SPECS: &[(&str, &str)] = &[
+    ("s8@arg1/i8,arg2/u8", "s8@retval/i8"),
+    ("s16@arg1/i16,arg2/u16", "s16@retval/i16"),
+    ("s32@arg1/i32,arg2/u32", "s32@retval/i32"),
+    ("s64@arg1,arg2/u,arg3/x", "s64@retval"),
+    ("octal@arg1/o32", "octal@retval/o32"),
+    ("letter@arg1/c,arg2/i32", "letter@retval/c"),
+    ("ptr@arg1/p", "ptr@retval/p"),
+    ("str@arg1/s,arg2/i32", "str@retval/s"),
+    ("bad@arg1/s", "bad@retval/i32"),
+    ("mixed@arg1/i32,fparg1,arg2,fparg2/32,arg3/c", "mixed@retval/f"),
+    ("fret@fparg1/32,fparg2/32", "fret@retval/f32"),
+    (
+        "stack10@arg1,arg2,arg3,arg4,arg5,arg6,arg7,arg8,arg9,arg10",
+        "stack10@retval",
+    ),
+    (
+        "fstack@fparg1,fparg8,fparg9%stack+1,fparg10%stack+2",
+        "fstack@retval/f",
+    ),
+    ("sumv@arg1/i32,arg2/i32,arg3/i32,arg4/i32", "sumv@retval/i32"),
+    ("fib@arg1/i32", "fib@retval/i32"),
+];
+
+fn build(work: &Work, name: &str, compiler: &str, flags: &[&str]) -> PathBuf {
+    let exe = work.path(name);
+    let src = program("args/values.c");
+    let mut args = vec!["-O2", "-pthread", &src, "-o", exe.to_str().unwrap()];
+    args.extend(flags);
+    cc(compiler, &args);
+    exe
+}
+
+/// The calls the program printed, per thread (`T<n>`), in order.
+fn printed(stdout: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for line in stdout.lines() {
+        let (thread, call) = line.split_once(' ').expect("T<n> CALL");
+        out.entry(thread.to_string()).or_default().push(call.to_string());
+    }
+    out
+}
+
+/// The calls of the specs' functions that `replay` shows, per thread, in
+/// the order they returned: `name(args) = value`, from a leaf's line, or
+/// from a call's opening line and its closing `} = value /* name */`.
+fn recorded(replay: &str, names: &[&str]) -> Vec<Vec<String>> {
+    let mut threads: BTreeMap<u32, (Vec<String>, Vec<String>)> = BTreeMap::new();
+    for line in replay.lines().filter(|l| !l.starts_with('#')) {
+        let Some((head, text)) = line.split_once('|') else {
+            continue;
+        };
+        let tid: u32 = head.split(')').next().unwrap().trim().parse().expect("tid");
+        let text = text.trim();
+        let (open, calls) = threads.entry(tid).or_default();
+        let wanted = |call: &str| names.iter().any(|n| call.starts_with(&format!("{n}(")));
+        if let Some(call) = text.strip_suffix(';') {
+            if wanted(call) {
+                calls.push(call.to_string());
+            }
+        } else if let Some(call) = text.strip_suffix(" {") {
+            open.push(call.to_string());
+        } else if let Some(rest) = text.strip_prefix('}') {
+            let entry = open.pop().expect("a closing line closes an open call");
+            if let Some((value, name)) = rest.trim().strip_prefix("= ").and_then(|r| r.split_once(" /* ")) {
+                assert!(entry.starts_with(name.trim_end_matches(" */")), "{line}");
+                if wanted(&entry) {
+                    calls.push(format!("{entry} = {value}"));
+                }
+            } else if wanted(&entry) {
+                calls.push(entry);
+            }
+        }
+    }
+    threads
+        .into_values()
+        .map(|(_, calls)| calls)
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+/// C's `%a` (`-0x1.8p+3`, `0x0p+0`) as a number.
+fn hex_float(s: &str) -> Option<f64> {
+    let (neg, s) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s),
+    };
+    let s = s.strip_prefix("0x")?;
+    let (mantissa, exp) = s.split_once('p')?;
+    let exp: i32 = exp.parse().ok()?;
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let mut v = u64::from_str_radix(int, 16).ok()? as f64;
+    for (i, c) in frac.chars().enumerate() {
+        v += c.to_digit(16)? as f64 / 16f64.powi(i as i32 + 1);
+    }
+    let v = v * 2f64.powi(exp);
+    Some(if neg { -v } else { v })
+}
+
+/// Whether a value the trace shows is the one the program printed: the
+/// same text, or the same number (a printed `%a` against the trace's
+/// decimal, read as a double or, for a `float`, as a float).
+fn same_value(shown: &str, truth: &str) -> bool {
+    if shown == truth {
+        return true;
+    }
+    let Some(t) = hex_float(truth) else { return false };
+    shown.parse::<f64>().is_ok_and(|v| v == t) || shown.parse::<f32>().is_ok_and(|v| f64::from(v) == t)
+}
+
+/// `name(a, b) = r` (or `name(a, b)`, returning nothing) as its name and
+/// values.
+fn split_call(call: &str) -> (String, Vec<String>) {
+    let (name, rest) = call.split_once('(').expect("name(");
+    let (args, ret) = match rest.rsplit_once(") = ") {
+        Some((args, ret)) => (args, Some(ret)),
+        None => (rest.strip_suffix(')').expect("name(...)"), None),
+    };
+    let mut values: Vec<String> = if args.is_empty() {
+        Vec::new()
+    } else {
+        args.split(", ").map(str::to_string).collect()
+    };
+    values.extend(ret.map(str::to_string));
+    (name.to_string(), values)
+}
+
+fn same_call(shown: &str, truth: &str) -> bool {
+    let (a, av) = split_call(shown);
+    let (b, bv) = split_call(truth);
+    a == b && av.len() == bv.len() && av.iter().zip(&bv).all(|(x, y)| same_value(x, y))
+}
+
+/// Records `exe` with every spec, checks the program ran as untraced, and
+/// compares the recorded calls with the printed ones, thread by thread.
+fn check(exe: &Path, work: &Work, label: &str) {
+    let alone = run(&mut Command::new(exe));
+    let data = work.path(&format!("{label}.data"));
+    let mut args: Vec<String> = vec!["record".into(), "-o".into(), data.display().to_string()];
+    for (a, r) in SPECS {
+        args.extend(["-A".to_string(), a.to_string(), "-R".to_string(), r.to_string()]);
+    }
+    args.extend(["--".to_string(), exe.display().to_string()]);
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = fntrace_output(&argv);
+    assert!(
+        out.status.success(),
+        "{label}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // Per thread (their lines interleave as they are scheduled).
+    let stable = |s: &str| {
+        printed(s)
+            .into_values()
+            .map(|calls| {
+                calls
+                    .into_iter()
+                    .filter(|c| !c.starts_with("bad(<unreadable 0x7"))
+                    .collect()
+            })
+            .collect::<Vec<Vec<String>>>()
+    };
+    assert!(
+        stable(&stdout) == stable(&alone),
+        "{label}: the traced program printed something else:\n{stdout}"
+    );
+
+    let replay = fntrace_output(&["replay", data.to_str().unwrap()]);
+    assert!(
+        replay.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    let replay = String::from_utf8_lossy(&replay.stdout).into_owned();
+    let mut truth: Vec<Vec<String>> = printed(&stdout).into_values().collect();
+    let names: Vec<&str> = SPECS.iter().map(|(a, _)| a.split('@').next().unwrap()).collect();
+    let mut shown = recorded(&replay, &names);
+    assert_eq!(shown.len(), truth.len(), "{label}: threads with calls\n{replay}");
+    // Threads are matched by their first call (each worker's differs).
+    truth.sort();
+    shown.sort_by(|a, b| a.first().cmp(&b.first()));
+    for (calls, want) in shown.iter().zip(&truth) {
+        assert_eq!(
+            calls.len(),
+            want.len(),
+            "{label}: calls of a thread\n{calls:#?}\n{want:#?}"
+        );
+        for (c, w) in calls.iter().zip(want) {
+            assert!(
+                same_call(c, w),
+                "{label}: recorded {c}\n  the program printed {w}"
+            );
+        }
+    }
+    // The Chrome export carries them: the first s8 call's arguments on its
+    // `B`, its return value on its `E`.
+    let chrome = fntrace_output(&["dump", "--chrome", data.to_str().unwrap()]);
+    assert!(
+        chrome.status.success(),
+        "{}",
+        String::from_utf8_lossy(&chrome.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&chrome.stdout).expect("chrome JSON");
+    let events = json["traceEvents"].as_array().unwrap();
+    let s8 = |ph: &str| {
+        events
+            .iter()
+            .find(|e| e["name"] == "s8" && e["ph"] == ph)
+            .expect("s8")["args"]
+            .clone()
+    };
+    assert_eq!(
+        s8("B"),
+        serde_json::json!({"arg1": "-128", "arg2": "255"}),
+        "{label}"
+    );
+    assert_eq!(s8("E"), serde_json::json!({"retval": "127"}), "{label}");
+    // Every kind of value was compared, not skipped.
+    let all: String = shown.iter().flatten().cloned().collect::<Vec<_>>().join("\n");
+    for must in [
+        "\"world\"",
+        "NULL",
+        "<unreadable 0x8>",
+        "\"abcde\"...",
+        "0755",
+        "'c'",
+        "0x1010",
+        "-128",
+    ] {
+        assert!(all.contains(must), "{label}: no {must} in\n{all}");
+    }
+}
+
+#[test]
+fn entry_sites_gcc_fentry() {
+    let work = Work::new("args-fentry");
+    let exe = build(&work, "values", "gcc", &["-pg", "-mfentry"]);
+    check(&exe, &work, "fentry");
+}
+
+#[test]
+fn functions_no_compiler_prepared() {
+    let work = Work::new("args-plain");
+    let exe = build(&work, "values", "gcc", &[]);
+    check(&exe, &work, "plain");
+}
+
+#[test]
+fn exit_sleds_clang_xray() {
+    let work = Work::new("args-xray");
+    let exe = build(
+        &work,
+        "values",
+        "clang-16",
+        &["-fxray-instrument", "-fxray-instruction-threshold=1"],
+    );
+    check(&exe, &work, "xray");
+}
+
+/// A malformed spec is a one-line error naming what is wrong (exit 2, as
+/// every bad option); a pattern that matches no function is refused as
+/// `-F`'s are (exit 1). Nothing is recorded.
+#[test]
+fn bad_specs_are_one_line_errors() {
+    let work = Work::new("args-bad");
+    let exe = build(&work, "values", "gcc", &["-pg", "-mfentry"]);
+    let data = work.path("bad.data");
+    for (option, spec, code, says) in [
+        ("-A", "s32@arg0", 2, "arguments count from 1"),
+        ("-A", "s32@arg1/q", 2, "unknown format 'q'"),
+        ("-A", "s32@arg1%rzz", 2, "unknown register 'rzz'"),
+        ("-A", "s32", 2, "expected FUNCTION@"),
+        ("-R", "s32@arg1", 2, "-R takes FUNC@retval"),
+        ("-A", "nosuch@arg1", 1, "'nosuch' matches no function"),
+    ] {
+        let out = fntrace_output(&[
+            "record",
+            "-o",
+            data.to_str().unwrap(),
+            option,
+            spec,
+            exe.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{spec}: {err}");
+        assert!(err.contains(says), "{spec}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{spec}: {err}");
+        assert!(!data.exists(), "{spec}: a data directory was written");
+    }
+}
+
+/// `-a`: names and types from DWARF (`programs/args/auto.c`, built `-g`):
+/// integers of each width and sign, `bool`, `char`, enums by name (and a
+/// value without one as its number), pointers, strings, floats mixed with
+/// integers, structs by value (shown `{...}`, and the arguments after one
+/// passed on the stack still right), eight arguments; at entry sites and
+/// at functions no compiler prepared.
+#[test]
+fn auto_args_from_dwarf() {
+    let work = Work::new("args-auto");
+    let names = [
+        "ints", "flag", "paint", "unnamed", "name", "mix", "bypair", "bybig", "eight", "nothing",
+    ];
+    for (label, flags) in [("fentry", &["-pg", "-mfentry"][..]), ("plain", &[][..])] {
+        let exe = work.path(&format!("auto-{label}"));
+        let src = program("args/auto.c");
+        let mut args = vec!["-g", "-O2", &src, "-o", exe.to_str().unwrap()];
+        args.extend(flags);
+        cc("gcc", &args);
+        let alone = run(&mut Command::new(&exe));
+        let data = work.path(&format!("auto-{label}.data"));
+        let out = fntrace_output(&[
+            "record",
+            "-o",
+            data.to_str().unwrap(),
+            "-a",
+            "--",
+            exe.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), alone, "{label}");
+        let replay = fntrace_output(&["replay", data.to_str().unwrap()]);
+        let replay = String::from_utf8_lossy(&replay.stdout).into_owned();
+        let shown = recorded(&replay, &names);
+        assert_eq!(shown.len(), 1, "{label}\n{replay}");
+        let truth: Vec<&str> = alone.lines().collect();
+        assert_eq!(shown[0].len(), truth.len(), "{label}\n{replay}");
+        for (c, w) in shown[0].iter().zip(&truth) {
+            assert!(
+                same_call(c, w),
+                "{label}: recorded {c}\n  the program printed {w}"
+            );
+        }
+        // With library calls traced (the default), a libc function without
+        // DWARF takes its built-in prototype.
+        assert!(replay.contains("puts(\"nothing()\") = 10;"), "{label}\n{replay}");
+    }
+}

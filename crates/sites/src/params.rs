@@ -1,0 +1,371 @@
+//! What a function takes and returns, from DWARF (`fntrace record -a`):
+//! for every function with code (`DW_AT_low_pc`), its parameters' types
+//! and its return type, reduced to what a tracer can show — integers of
+//! their width and sign, `bool`, characters, floating point, pointers,
+//! C strings, enums (with their names), and aggregates (shown, not read).
+//!
+//! Types are followed through typedefs and qualifiers; a function given by
+//! an abstract instance (inlined elsewhere, or declared in a class) takes
+//! its name, parameters and return type from there. Malformed DWARF gives
+//! an error or leaves the function out, never a panic.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use gimli::{AttributeValue, DebuggingInformationEntry, Dwarf, EndianSlice, RunTimeEndian, Unit, UnitOffset};
+use object::{Object, ObjectSection};
+
+use crate::error::{Error, Result};
+
+/// A type as a tracer shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Type {
+    /// An integer of `size` bytes.
+    Int {
+        /// Bytes (1, 2, 4, 8; 16 for `__int128`).
+        size: u8,
+        /// Signed.
+        signed: bool,
+    },
+    /// `bool`.
+    Bool,
+    /// `char` (of either sign).
+    Char,
+    /// `float` (4), `double` (8), `long double` (16).
+    Float {
+        /// Bytes.
+        size: u8,
+    },
+    /// A pointer (or a C++ reference).
+    Pointer,
+    /// A pointer to `char`: a C string.
+    CString,
+    /// An enum: its width, and its enumerators' values and names.
+    Enum {
+        /// Bytes.
+        size: u8,
+        /// Its values, with their names.
+        values: Vec<(i64, String)>,
+    },
+    /// A struct, union or class passed by value, of `size` bytes.
+    Aggregate {
+        /// Bytes.
+        size: u64,
+    },
+    /// Anything else (vectors, `_Complex`, unknown encodings).
+    Unknown,
+}
+
+/// A function's parameters and return type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Params {
+    /// Its address in the file (`DW_AT_low_pc`).
+    pub address: u64,
+    /// Its name (`DW_AT_name`, or the linkage name).
+    pub name: String,
+    /// Its parameters, in order (`this` first for a member function).
+    pub params: Vec<Type>,
+    /// Its return type (`None`: `void`).
+    pub ret: Option<Type>,
+}
+
+type R<'a> = EndianSlice<'a, RunTimeEndian>;
+
+/// The parameters of every function with code in the ELF file `data`
+/// (none if it has no `.debug_info`).
+pub fn parameters(data: &[u8]) -> Result<Vec<Params>> {
+    let file = object::File::parse(data).map_err(|e| Error::Malformed(format!("not an ELF file: {e}")))?;
+    let endian = if file.is_little_endian() {
+        RunTimeEndian::Little
+    } else {
+        RunTimeEndian::Big
+    };
+    let mut sections: HashMap<&'static str, Cow<'_, [u8]>> = HashMap::new();
+    let load = |id: gimli::SectionId| -> std::result::Result<Cow<'_, [u8]>, gimli::Error> {
+        Ok(match file.section_by_name(id.name()) {
+            Some(s) => s.uncompressed_data().unwrap_or(Cow::Borrowed(&[])),
+            None => Cow::Borrowed(&[]),
+        })
+    };
+    for id in [
+        gimli::SectionId::DebugAbbrev,
+        gimli::SectionId::DebugInfo,
+        gimli::SectionId::DebugStr,
+        gimli::SectionId::DebugLineStr,
+        gimli::SectionId::DebugStrOffsets,
+        gimli::SectionId::DebugAddr,
+        gimli::SectionId::DebugRanges,
+        gimli::SectionId::DebugRngLists,
+        gimli::SectionId::DebugLine,
+        gimli::SectionId::DebugLoc,
+        gimli::SectionId::DebugLocLists,
+        gimli::SectionId::DebugTypes,
+        gimli::SectionId::DebugAranges,
+    ] {
+        sections.insert(id.name(), load(id).unwrap_or(Cow::Borrowed(&[])));
+    }
+    let dwarf = Dwarf::load(|id| -> std::result::Result<R<'_>, gimli::Error> {
+        let bytes: &[u8] = sections.get(id.name()).map_or(&[], |c| c.as_ref());
+        Ok(EndianSlice::new(bytes, endian))
+    })
+    .map_err(dwarf_error)?;
+    let mut out = Vec::new();
+    let mut units = dwarf.units();
+    while let Some(header) = units.next().map_err(dwarf_error)? {
+        let unit = dwarf.unit(header).map_err(dwarf_error)?;
+        functions_of(&dwarf, &unit, &mut out).map_err(dwarf_error)?;
+    }
+    out.sort_by_key(|p| p.address);
+    out.dedup_by_key(|p| p.address);
+    Ok(out)
+}
+
+fn dwarf_error(e: gimli::Error) -> Error {
+    Error::Malformed(format!("DWARF: {e}"))
+}
+
+/// The functions with code of one unit.
+fn functions_of(dwarf: &Dwarf<R<'_>>, unit: &Unit<R<'_>>, out: &mut Vec<Params>) -> gimli::Result<()> {
+    let mut entries = unit.entries();
+    while let Some((_, entry)) = entries.next_dfs()? {
+        if entry.tag() != gimli::DW_TAG_subprogram {
+            continue;
+        }
+        let Some(low) = entry.attr_value(gimli::DW_AT_low_pc)? else {
+            continue;
+        };
+        let Some(address) = dwarf.attr_address(unit, low)? else {
+            continue;
+        };
+        if address == 0 {
+            continue;
+        }
+        let name = name_of(dwarf, unit, entry, 0)?.unwrap_or_default();
+        let ret = match type_of(unit, entry, 0)? {
+            Some(t) => resolve(dwarf, unit, t, 0)?,
+            None => None,
+        };
+        let params = params_of(dwarf, unit, entry.offset())?;
+        out.push(Params {
+            address,
+            name,
+            params,
+            ret,
+        });
+    }
+    Ok(())
+}
+
+/// Where an entry's information may be instead: its abstract origin or
+/// its specification (in the same unit).
+fn origin(entry: &DebuggingInformationEntry<'_, '_, R<'_>>) -> gimli::Result<Option<UnitOffset>> {
+    for at in [gimli::DW_AT_abstract_origin, gimli::DW_AT_specification] {
+        if let Some(AttributeValue::UnitRef(o)) = entry.attr_value(at)? {
+            return Ok(Some(o));
+        }
+    }
+    Ok(None)
+}
+
+fn name_of(
+    dwarf: &Dwarf<R<'_>>,
+    unit: &Unit<R<'_>>,
+    entry: &DebuggingInformationEntry<'_, '_, R<'_>>,
+    depth: u32,
+) -> gimli::Result<Option<String>> {
+    if let Some(v) = entry.attr_value(gimli::DW_AT_name)? {
+        let s = dwarf.attr_string(unit, v)?;
+        return Ok(Some(s.to_string_lossy().into_owned()));
+    }
+    match origin(entry)? {
+        Some(o) if depth < 8 => name_of(dwarf, unit, &unit.entry(o)?, depth + 1),
+        _ => Ok(None),
+    }
+}
+
+/// An entry's `DW_AT_type`, or its origin's.
+fn type_of(
+    unit: &Unit<R<'_>>,
+    entry: &DebuggingInformationEntry<'_, '_, R<'_>>,
+    depth: u32,
+) -> gimli::Result<Option<UnitOffset>> {
+    if let Some(AttributeValue::UnitRef(t)) = entry.attr_value(gimli::DW_AT_type)? {
+        return Ok(Some(t));
+    }
+    match origin(entry)? {
+        Some(o) if depth < 8 => type_of(unit, &unit.entry(o)?, depth + 1),
+        _ => Ok(None),
+    }
+}
+
+/// The formal parameters of the subprogram at `at` (or, if it has none
+/// listed, of its origin).
+fn params_of(dwarf: &Dwarf<R<'_>>, unit: &Unit<R<'_>>, at: UnitOffset) -> gimli::Result<Vec<Type>> {
+    let mut tree = unit.entries_tree(Some(at))?;
+    let root = tree.root()?;
+    let origin = origin(root.entry())?;
+    let mut out = Vec::new();
+    let mut children = root.children();
+    let mut listed = false;
+    while let Some(child) = children.next()? {
+        let e = child.entry();
+        if e.tag() != gimli::DW_TAG_formal_parameter {
+            continue;
+        }
+        listed = true;
+        let t = match type_of(unit, e, 0)? {
+            Some(t) => resolve(dwarf, unit, t, 0)?.unwrap_or(Type::Unknown),
+            None => Type::Unknown,
+        };
+        out.push(t);
+    }
+    match origin {
+        Some(o) if !listed => params_of(dwarf, unit, o),
+        _ => Ok(out),
+    }
+}
+
+/// The type at `t`, through typedefs and qualifiers (`None`: `void`).
+fn resolve(
+    dwarf: &Dwarf<R<'_>>,
+    unit: &Unit<R<'_>>,
+    t: UnitOffset,
+    depth: u32,
+) -> gimli::Result<Option<Type>> {
+    if depth > 16 {
+        return Ok(Some(Type::Unknown));
+    }
+    let e = unit.entry(t)?;
+    let size = match e.attr_value(gimli::DW_AT_byte_size)? {
+        Some(v) => v.udata_value().unwrap_or(0),
+        None => 0,
+    };
+    let inner = |e: &DebuggingInformationEntry<'_, '_, R<'_>>| -> gimli::Result<Option<UnitOffset>> {
+        Ok(match e.attr_value(gimli::DW_AT_type)? {
+            Some(AttributeValue::UnitRef(o)) => Some(o),
+            _ => None,
+        })
+    };
+    Ok(Some(match e.tag() {
+        gimli::DW_TAG_typedef
+        | gimli::DW_TAG_const_type
+        | gimli::DW_TAG_volatile_type
+        | gimli::DW_TAG_restrict_type
+        | gimli::DW_TAG_atomic_type => {
+            return match inner(&e)? {
+                Some(o) => resolve(dwarf, unit, o, depth + 1),
+                None => Ok(None),
+            }
+        }
+        gimli::DW_TAG_base_type => {
+            let enc = match e.attr_value(gimli::DW_AT_encoding)? {
+                Some(AttributeValue::Encoding(enc)) => enc,
+                _ => return Ok(Some(Type::Unknown)),
+            };
+            match enc {
+                gimli::DW_ATE_boolean => Type::Bool,
+                // `char` itself; `signed char` and `unsigned char` (int8_t,
+                // uint8_t) are numbers.
+                gimli::DW_ATE_signed_char | gimli::DW_ATE_unsigned_char
+                    if size == 1 && is_char(dwarf, unit, &e)? =>
+                {
+                    Type::Char
+                }
+                gimli::DW_ATE_signed | gimli::DW_ATE_signed_char => Type::Int {
+                    size: size as u8,
+                    signed: true,
+                },
+                gimli::DW_ATE_unsigned | gimli::DW_ATE_unsigned_char | gimli::DW_ATE_UTF => Type::Int {
+                    size: size as u8,
+                    signed: false,
+                },
+                gimli::DW_ATE_float => Type::Float { size: size as u8 },
+                _ => Type::Unknown,
+            }
+        }
+        gimli::DW_TAG_pointer_type => match inner(&e)? {
+            Some(o) if points_to_char(dwarf, unit, o, 0)? => Type::CString,
+            _ => Type::Pointer,
+        },
+        gimli::DW_TAG_reference_type | gimli::DW_TAG_rvalue_reference_type => Type::Pointer,
+        gimli::DW_TAG_enumeration_type => {
+            let mut values = Vec::new();
+            let mut tree = unit.entries_tree(Some(t))?;
+            let root = tree.root()?;
+            let mut children = root.children();
+            while let Some(child) = children.next()? {
+                let c = child.entry();
+                if c.tag() != gimli::DW_TAG_enumerator {
+                    continue;
+                }
+                let value = match c.attr_value(gimli::DW_AT_const_value)? {
+                    Some(AttributeValue::Sdata(v)) => v,
+                    Some(AttributeValue::Udata(v)) => v as i64,
+                    Some(v) => v.sdata_value().unwrap_or(0),
+                    None => continue,
+                };
+                if let Some(n) = c.attr_value(gimli::DW_AT_name)? {
+                    let n = dwarf.attr_string(unit, n)?.to_string_lossy().into_owned();
+                    values.push((value, n));
+                }
+            }
+            Type::Enum {
+                size: if size == 0 { 4 } else { size as u8 },
+                values,
+            }
+        }
+        gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type | gimli::DW_TAG_class_type => {
+            Type::Aggregate { size }
+        }
+        _ => Type::Unknown,
+    }))
+}
+
+/// Whether a base type is named `char`.
+fn is_char(
+    dwarf: &Dwarf<R<'_>>,
+    unit: &Unit<R<'_>>,
+    e: &DebuggingInformationEntry<'_, '_, R<'_>>,
+) -> gimli::Result<bool> {
+    Ok(match e.attr_value(gimli::DW_AT_name)? {
+        Some(v) => dwarf.attr_string(unit, v)?.slice() == b"char",
+        None => false,
+    })
+}
+
+/// Whether the type at `t` is `char` (through qualifiers and typedefs).
+fn points_to_char(
+    dwarf: &Dwarf<R<'_>>,
+    unit: &Unit<R<'_>>,
+    t: UnitOffset,
+    depth: u32,
+) -> gimli::Result<bool> {
+    if depth > 16 {
+        return Ok(false);
+    }
+    let e = unit.entry(t)?;
+    match e.tag() {
+        gimli::DW_TAG_typedef
+        | gimli::DW_TAG_const_type
+        | gimli::DW_TAG_volatile_type
+        | gimli::DW_TAG_restrict_type => match e.attr_value(gimli::DW_AT_type)? {
+            Some(AttributeValue::UnitRef(o)) => points_to_char(dwarf, unit, o, depth + 1),
+            _ => Ok(false),
+        },
+        gimli::DW_TAG_base_type => {
+            let size = e
+                .attr_value(gimli::DW_AT_byte_size)?
+                .and_then(|v| v.udata_value());
+            let enc = e.attr_value(gimli::DW_AT_encoding)?;
+            Ok(size == Some(1)
+                && matches!(
+                    enc,
+                    Some(AttributeValue::Encoding(
+                        gimli::DW_ATE_signed_char | gimli::DW_ATE_unsigned_char
+                    ))
+                )
+                && is_char(dwarf, unit, &e)?)
+        }
+        _ => Ok(false),
+    }
+}
