@@ -242,6 +242,22 @@ fn check(exe: &Path, work: &Work, label: &str) {
         "{label}"
     );
     assert_eq!(s8("E"), serde_json::json!({"retval": "127"}), "{label}");
+    // So does Perfetto's, as debug annotations.
+    let pf = work.path(&format!("{label}.pftrace"));
+    let out = fntrace_output(&[
+        "dump",
+        "--perfetto",
+        "-o",
+        pf.to_str().unwrap(),
+        data.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bytes = std::fs::read(&pf).unwrap();
+    let has = |s: &[u8]| bytes.windows(s.len()).any(|w| w == s);
+    assert!(
+        has(b"retval") && has(b"arg1") && has(b"\"world\""),
+        "{label}: no values in the Perfetto trace"
+    );
     // Every kind of value was compared, not skipped.
     let all: String = shown.iter().flatten().cloned().collect::<Vec<_>>().join("\n");
     for must in [

@@ -225,6 +225,29 @@ fn process_uuid(index: usize) -> u64 {
     (index as u64 + 1) << 32
 }
 
+/// Recorded values as `replay` writes them.
+fn value_texts(values: Option<&[fntrace_format::values::Value]>) -> Vec<String> {
+    values
+        .unwrap_or_default()
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// Debug annotations of recorded values: `arg1`, `arg2`, ... at a slice's
+/// begin, `retval` at its end (the viewers' details panel).
+fn value_args(texts: &[String], ret: bool) -> Vec<Arg<'_>> {
+    const ARGS: [&str; 16] = [
+        "arg1", "arg2", "arg3", "arg4", "arg5", "arg6", "arg7", "arg8", "arg9", "arg10", "arg11", "arg12",
+        "arg13", "arg14", "arg15", "arg16",
+    ];
+    texts
+        .iter()
+        .zip(if ret { &["retval"][..] } else { &ARGS[..] })
+        .map(|(t, name)| Arg::Text(name, t))
+        .collect()
+}
+
 /// The metadata instant of a process.
 fn metadata_event(track: u64, args: Vec<DebugAnnotation>) -> TrackEvent {
     let mut event = TrackEvent::new();
@@ -306,7 +329,9 @@ impl Export<'_, '_> {
             match ev.kind {
                 EventKind::Entry => {
                     if stack.push(ev.fid, ()) {
-                        seq.event(out, names, now, Type::TYPE_SLICE_BEGIN, fid, &[])?;
+                        let texts = value_texts(ev.values.as_deref());
+                        let args = value_args(&texts, false);
+                        seq.event(out, names, now, Type::TYPE_SLICE_BEGIN, fid, &args)?;
                         stats.slices += 1;
                     }
                 }
@@ -319,10 +344,12 @@ impl Export<'_, '_> {
                         let exit_lost = stack.top_spans_loss();
                         stack.pop();
                         let unwound = stack.len() > pos || ev.kind == EventKind::Unwind;
+                        let texts = value_texts(ev.values.as_deref());
+                        let ret = value_args(&texts, true);
                         let args: &[Arg] = match (exit_lost, unwound) {
                             (true, _) => &[Arg::Flag("exit_lost")],
                             (false, true) => &[Arg::Flag("unwound")],
-                            (false, false) => &[],
+                            (false, false) => &ret,
                         };
                         seq.event(out, names, now, Type::TYPE_SLICE_END, None, args)?;
                         stats.unwound += u64::from(unwound && !exit_lost);

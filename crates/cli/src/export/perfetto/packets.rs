@@ -245,13 +245,16 @@ pub enum Label {
 
 /// An argument of an event (a debug annotation, name and string interned).
 #[derive(Clone, Copy)]
-pub enum Arg {
+pub enum Arg<'a> {
     /// `name: true`.
     Flag(&'static str),
     /// `name: n`.
     Count(&'static str, u64),
     /// `caller: "function+0xoff"`, from a return address.
     Caller(u64),
+    /// `name: "text"` (a recorded value, as `replay` writes it; not
+    /// interned: values rarely repeat).
+    Text(&'static str, &'a str),
 }
 
 /// Function names are interned through a table indexed by fid below this
@@ -341,7 +344,7 @@ impl Seq {
         ns: u64,
         ty: Type,
         label: Option<Label>,
-        args: &[Arg],
+        args: &[Arg<'_>],
     ) -> anyhow::Result<()> {
         let ns = ns.max(self.now);
         let delta = ns - self.now;
@@ -437,8 +440,16 @@ impl Seq {
     }
 
     /// Appends the debug annotation of `arg` to the event's.
-    fn arg(&mut self, arg: Arg, names: &mut Names<'_>) {
+    fn arg(&mut self, arg: Arg<'_>, names: &mut Names<'_>) {
         let (name_iid, field, value) = match arg {
+            Arg::Text(name, text) => {
+                let name_iid = self.arg_name_iid(name);
+                proto::message(&mut self.annotations, event::DEBUG_ANNOTATIONS, |b| {
+                    proto::uint(b, annotation::NAME_IID, name_iid);
+                    proto::bytes(b, annotation::STRING_VALUE, text.as_bytes());
+                });
+                return;
+            }
             Arg::Flag(name) => (self.arg_name_iid(name), annotation::BOOL_VALUE, 1),
             Arg::Count(name, n) => (self.arg_name_iid(name), annotation::UINT_VALUE, n),
             Arg::Caller(addr) => {

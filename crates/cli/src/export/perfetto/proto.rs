@@ -36,6 +36,7 @@ pub mod annotation {
     pub const NAME_IID: u32 = 1;
     pub const BOOL_VALUE: u32 = 2;
     pub const UINT_VALUE: u32 = 3;
+    pub const STRING_VALUE: u32 = 6;
     pub const STRING_VALUE_IID: u32 = 17;
 }
 

@@ -92,7 +92,7 @@ impl MessageSeq {
         ns: u64,
         ty: Type,
         label: Option<Label>,
-        args: &[Arg],
+        args: &[Arg<'_>],
     ) -> anyhow::Result<()> {
         let ns = ns.max(self.now);
         let delta = ns - self.now;
@@ -131,9 +131,13 @@ impl MessageSeq {
         iid
     }
 
-    fn arg(&mut self, arg: Arg, names: &mut Names<'_>) -> DebugAnnotation {
+    fn arg(&mut self, arg: Arg<'_>, names: &mut Names<'_>) -> DebugAnnotation {
         let mut a = DebugAnnotation::new();
         match arg {
+            Arg::Text(name, text) => {
+                a.set_name_iid(self.arg_name_iid(name));
+                a.set_string_value(text.to_string());
+            }
             Arg::Flag(name) => {
                 a.set_name_iid(self.arg_name_iid(name));
                 a.set_bool_value(true);

@@ -324,7 +324,7 @@ fn empty_trace_is_a_valid_trace() {
 }
 
 /// An event of a sequence: time, type, name, arguments.
-type Script = Vec<(u64, Type, Option<Label>, Vec<Arg>)>;
+type Script = Vec<(u64, Type, Option<Label>, Vec<Arg<'static>>)>;
 
 /// Pseudo-random events exercising the encodings: multi-byte deltas,
 /// times going back (raised), iids past 127, names past 127 bytes,
@@ -363,6 +363,11 @@ fn script(n: usize) -> Script {
             3 => vec![caller],
             4 => vec![Arg::Caller(r >> 8)],
             5 => vec![caller, Arg::Count("count", u64::MAX), Arg::Flag("unwound")],
+            6 => vec![
+                Arg::Text("arg1", "\"abc\""),
+                Arg::Text("arg2", "-7"),
+                Arg::Text("retval", ""),
+            ],
             _ => vec![],
         };
         events.push((ns, ty, label, args));
