@@ -383,3 +383,41 @@ fn auto_args_from_dwarf() {
         assert!(replay.contains("puts(\"nothing()\") = 10;"), "{label}\n{replay}");
     }
 }
+
+/// Hostile specs: every function's first arguments read as strings and
+/// its return value as one (integers, code and stack addresses, NULL,
+/// garbage), library calls included: the program prints and exits as it
+/// does untraced, and what could not be read is shown as such.
+#[test]
+fn wrong_specs_never_break_the_program() {
+    let work = Work::new("args-hostile");
+    let exe = build(&work, "values", "gcc", &[]);
+    let alone = run(&mut Command::new(&exe));
+    let data = work.path("hostile.data");
+    let out = fntrace_output(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "-A",
+        "*@arg1/s,arg2/s,arg3/s,arg9/s,fparg1",
+        "-R",
+        "*@retval/s",
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stable = |s: &str| {
+        let mut lines: Vec<String> = s
+            .lines()
+            .filter(|l| !l.contains("unreadable 0x7"))
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(stable(&String::from_utf8_lossy(&out.stdout)), stable(&alone));
+    let replay = fntrace_output(&["replay", data.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&replay.stdout);
+    assert!(text.contains("<unreadable 0x"), "{text}");
+    assert!(text.contains("s32(<unreadable 0x"), "{text}");
+}
