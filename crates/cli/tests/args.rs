@@ -421,3 +421,83 @@ fn wrong_specs_never_break_the_program() {
     assert!(text.contains("<unreadable 0x"), "{text}");
     assert!(text.contains("s32(<unreadable 0x"), "{text}");
 }
+
+/// Integer arguments in their registers, at entry sites, without a return
+/// value: the fast path records them (`DATA_REGISTERS` events, counted in
+/// the thread files), on four threads, and every value equals what the
+/// program printed.
+#[test]
+fn fast_path_integer_arguments() {
+    let work = Work::new("args-fast");
+    let exe = build(&work, "values", "gcc", &["-pg", "-mfentry"]);
+    let data = work.path("fast.data");
+    let specs = [
+        "s8@arg1/i8,arg2/u8",
+        "s16@arg1/i16,arg2/u16",
+        "s32@arg1/i32,arg2/u32",
+        "s64@arg1,arg2/u,arg3/x",
+        "octal@arg1/o32",
+        "letter@arg1/c,arg2/i32",
+        "ptr@arg1/p",
+        "sumv@arg1/i32,arg2/i32,arg3/i32,arg4/i32",
+        "fib@arg1/i32",
+    ];
+    let mut args = vec!["record", "-o", data.to_str().unwrap()];
+    for s in &specs {
+        args.extend(["-A", s]);
+    }
+    args.extend(["--", exe.to_str().unwrap()]);
+    let out = fntrace_output(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let replay = fntrace_output(&["replay", data.to_str().unwrap()]);
+    let replay = String::from_utf8_lossy(&replay.stdout).into_owned();
+    let names: Vec<&str> = specs.iter().map(|s| s.split('@').next().unwrap()).collect();
+    let mut shown = recorded(&replay, &names);
+    let mut truth: Vec<Vec<String>> = printed(&stdout)
+        .into_values()
+        .map(|calls| {
+            calls
+                .into_iter()
+                .filter(|c| names.iter().any(|n| c.starts_with(&format!("{n}("))))
+                .collect()
+        })
+        .filter(|c: &Vec<String>| !c.is_empty())
+        .collect();
+    assert_eq!(shown.len(), truth.len(), "{replay}");
+    truth.sort();
+    shown.sort_by(|a, b| a.first().cmp(&b.first()));
+    let mut compared = 0;
+    for (calls, want) in shown.iter().zip(&truth) {
+        assert_eq!(calls.len(), want.len(), "{calls:#?}\n{want:#?}");
+        for (c, w) in calls.iter().zip(want) {
+            // The arguments only: no return value was asked for.
+            let (name, mut values) = split_call(w);
+            values.pop();
+            let expected = format!("{name}({})", values.join(", "));
+            assert_eq!(c, &expected, "recorded {c}, the program printed {w}");
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 264, "every call of main and the three workers");
+    // They came from the fast path.
+    let mut fast = 0;
+    for p in std::fs::read_dir(&data)
+        .unwrap()
+        .flatten()
+        .filter(|p| p.path().is_dir())
+    {
+        for t in std::fs::read_dir(p.path()).unwrap().flatten() {
+            if t.path().extension().is_some_and(|e| e == "events") {
+                let raw = fntrace_format::RawEvents::open(&t.path(), "t", None);
+                fast += raw
+                    .filter(|i| {
+                        matches!(i, fntrace_format::RawItem::Data { tag, .. }
+                            if *tag == fntrace_format::event::DATA_REGISTERS)
+                    })
+                    .count();
+            }
+        }
+    }
+    assert!(fast > 200, "{fast} calls recorded by the fast path");
+}

@@ -157,8 +157,8 @@ fn check_profile_storm(what: &str, traced: &Output, dir: &Path, iterations: u64)
 
 /// A signal storm whose handler calls traced code: an interval timer every
 /// 100 us, and another thread sending signals as fast as it can; in XRay
-/// builds too (the exit sleds' fast path), with the `function` tracer and
-/// with the `profile` tracer.
+/// builds too (the exit sleds' fast path), with arguments recorded (their
+/// fast path), with the `function` tracer and with the `profile` tracer.
 #[test]
 fn signal_handlers_calling_traced_code() {
     let work = Work::new("hostile-signals");
@@ -174,6 +174,18 @@ fn signal_handlers_calling_traced_code() {
                 same_behaviour(&what, &traced, &alone);
                 check_storm(&what, &traced, &dir, 20_000);
             }
+        }
+        // With arguments recorded (integers in registers: the fast path
+        // of the entry styles), the storm reads whole as before. (XRay's
+        // functions have exit sleds: their arguments take the generic
+        // path, whose storm accounting is not yet exact: #20's note.)
+        if style != Style::Xray {
+            let alone = untraced(&exe, &["kill"]);
+            let what = format!("{} with -A", style.name());
+            let options = ["--buffer-size", "64M", "-A", "rec@arg1/i32", "-A", "hleaf@arg1"];
+            let (traced, dir) = record(&work, "args", &options, &exe, &["kill"]);
+            same_behaviour(&what, &traced, &alone);
+            check_storm(&what, &traced, &dir, 20_000);
         }
         let alone = untraced(&exe, &["timer"]);
         let what = format!("{} function tracer", style.name());

@@ -173,6 +173,10 @@ pub const DATA_BIT: u32 = 1 << 23;
 pub const DATA_ARGS: u32 = 1;
 /// `DATA` tag: the return value of the `EXIT` just before.
 pub const DATA_RETVAL: u32 = 2;
+/// `DATA` tag: the arguments of the `ENTRY` just before, as the fast path
+/// writes them: a descriptor word, then one word per argument register
+/// (`crate::values::decode_registers`).
+pub const DATA_REGISTERS: u32 = 3;
 /// The most payload words of a `DATA` event.
 pub const MAX_DATA_WORDS: u32 = 0xffff;
 

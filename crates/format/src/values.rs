@@ -229,6 +229,56 @@ pub fn decode(words: &[u64]) -> Result<Vec<Value>, String> {
     Ok(out)
 }
 
+/// The most values of a register payload ([`decode_registers`]).
+pub const MAX_REGISTERS: usize = 6;
+
+/// The descriptor word of a register payload: byte `i` is the tag of value
+/// `i` (as [`Writer::scalar`] writes it: kind and width; integer kinds
+/// only), byte 7 their count.
+pub fn register_descriptor(tags: &[u8]) -> Option<u64> {
+    if tags.is_empty() || tags.len() > MAX_REGISTERS {
+        return None;
+    }
+    let mut d = (tags.len() as u64) << 56;
+    for (i, &t) in tags.iter().enumerate() {
+        if !matches!(t & 15, KIND_SIGNED..=KIND_CHAR | KIND_PTR | KIND_BOOL) {
+            return None;
+        }
+        d |= u64::from(t) << (8 * i);
+    }
+    Some(d)
+}
+
+/// Reads a register payload (`event::DATA_REGISTERS`): its descriptor
+/// word, then one whole register per value, shown by the descriptor's
+/// tags. Words missing at the end (a payload cut short) read as 0.
+pub fn decode_registers(words: &[u64]) -> Result<Vec<Value>, String> {
+    let Some(&d) = words.first() else {
+        return Ok(Vec::new());
+    };
+    if d == 0 {
+        // The descriptor is written last: a signal came between the
+        // event and it, and the thread never wrote it.
+        return Err("not written (a signal handler came in between)".into());
+    }
+    let count = ((d >> 56) as usize).min(MAX_REGISTERS);
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let tag = (d >> (8 * i)) as u8;
+        let n = 1usize << (tag >> 4).min(3);
+        let raw = words.get(1 + i).copied().unwrap_or(0).to_le_bytes();
+        let mut bytes = vec![tag];
+        bytes.extend_from_slice(&raw[..n]);
+        bytes.resize(bytes.len().next_multiple_of(8), 0);
+        let packed: Vec<u64> = bytes
+            .chunks(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect();
+        out.extend(decode(&packed)?);
+    }
+    Ok(out)
+}
+
 /// Writes `bytes` as the inside of a C literal: printable ASCII as is,
 /// quotes and backslashes escaped, the rest as `\n`, `\t` or `\xHH`.
 fn escaped(f: &mut fmt::Formatter<'_>, bytes: &[u8], quote: u8) -> fmt::Result {
@@ -351,6 +401,19 @@ mod tests {
             decode(&words).unwrap(),
             [Value::Signed(1), Value::Str(b"l".to_vec(), true)]
         );
+    }
+
+    #[test]
+    fn register_payloads() {
+        let tags = [KIND_SIGNED | 2 << 4, KIND_HEX | 3 << 4, KIND_CHAR];
+        let d = register_descriptor(&tags).unwrap();
+        let regs = [d, (-5i64) as u64, 0xbeef, b'x' as u64 | 0xff00];
+        assert_eq!(list(&decode_registers(&regs).unwrap()), "-5, 0xbeef, 'x'");
+        // Cut short: the missing register reads 0.
+        assert_eq!(list(&decode_registers(&regs[..2]).unwrap()), r"-5, 0x0, '\x00'");
+        assert!(register_descriptor(&[KIND_STR]).is_none());
+        assert!(register_descriptor(&[]).is_none());
+        assert!(register_descriptor(&[KIND_SIGNED; 7]).is_none());
     }
 
     #[test]

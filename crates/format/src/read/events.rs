@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use std::path::Path;
 
 use super::raw::{RawEvents, RawItem};
-use crate::event::{Kind, DATA_ARGS, DATA_RETVAL};
+use crate::event::{Kind, DATA_ARGS, DATA_REGISTERS, DATA_RETVAL};
 use crate::meta::Clock;
 use crate::values::{self, Value};
 
@@ -214,8 +214,13 @@ impl ThreadEvents {
     /// The values of the event just read, if a `DATA` event follows it.
     fn values_after(&mut self) -> Option<Values> {
         match self.raw.next() {
-            Some(RawItem::Data { tag, .. }) if tag == DATA_ARGS || tag == DATA_RETVAL => {
-                Some(match values::decode(self.raw.data()) {
+            Some(RawItem::Data { tag, .. }) if matches!(tag, DATA_ARGS | DATA_RETVAL | DATA_REGISTERS) => {
+                let decode = if tag == DATA_REGISTERS {
+                    values::decode_registers
+                } else {
+                    values::decode
+                };
+                Some(match decode(self.raw.data()) {
                     Ok(v) => v.into(),
                     Err(reason) => vec![Value::Damaged(reason)].into(),
                 })

@@ -175,6 +175,59 @@ fn string(w: &mut Writer<'_>, ptr: u64) {
     };
 }
 
+/// The descriptor of the fast entry path (`asm.rs`,
+/// `fntrace_fast_entry_args`) for `spec`: when it records only arguments,
+/// `arg1` to `argK` in order, each an integer kind in its ABI register
+/// (`fntrace_format::values::register_descriptor`).
+pub fn fast_descriptor(spec: &ArgSpec) -> Option<u64> {
+    if spec.retval.is_some() {
+        return None;
+    }
+    let mut tags = Vec::with_capacity(spec.args.len());
+    for (i, item) in spec.args.iter().enumerate() {
+        if item.place != Place::Reg(*INT_ARGS.get(i)?) {
+            return None;
+        }
+        let kind = match item.format {
+            Format::Signed => values::KIND_SIGNED,
+            Format::Unsigned => values::KIND_UNSIGNED,
+            Format::Hex => values::KIND_HEX,
+            Format::Octal => values::KIND_OCTAL,
+            Format::Char => values::KIND_CHAR,
+            Format::Ptr => values::KIND_PTR,
+            Format::Bool => values::KIND_BOOL,
+            _ => return None,
+        };
+        let log = match item.size {
+            1 => 0,
+            2 => 1,
+            4 => 2,
+            _ => 3,
+        };
+        tags.push(kind | log << 4);
+    }
+    values::register_descriptor(&tags)
+}
+
+/// The two words a fast entry slot's data word points at: the frame word
+/// and the descriptor. Made once per function and never freed (a thread
+/// may be about to read them).
+pub fn fast_words(fid: u32, frame: u64, descriptor: u64) -> usize {
+    static MADE: LazyLock<Mutex<HashMap<u32, &'static [u64; 2]>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    let words = [frame, descriptor];
+    let at: &'static [u64; 2] = match made.get(&fid) {
+        Some(&at) if *at == words => at,
+        _ => {
+            let at = Box::leak(Box::new(words));
+            made.insert(fid, at);
+            at
+        }
+    };
+    at as *const [u64; 2] as usize
+}
+
 /// Every source of value specs, in the order they are trusted: the user's
 /// (`-A`, `-R`, first pattern that selects the function), then with `-a`
 /// the function's DWARF, then the built-in prototypes of common C library

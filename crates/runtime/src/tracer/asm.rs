@@ -25,6 +25,13 @@ const _: () = assert!(super::thread::PROFILE_COMMITS == 1 << 31);
 static MAX_DELTA: u64 = fntrace_format::event::MAX_DELTA_FROM_BASE;
 /// The cursor steps of the fast paths' commits.
 static STEP_PUSH: u64 = super::thread::STEP_PUSH;
+/// The word of a `DATA_REGISTERS` event of no words (the fast path ORs
+/// the count, shifted by the kind's bits, in).
+static DATA_REGISTERS_WORD: u64 = fntrace_format::event::data_word(fntrace_format::event::DATA_REGISTERS, 0);
+const _: () = assert!(
+    fntrace_format::event::data_word(fntrace_format::event::DATA_REGISTERS, 3)
+        == fntrace_format::event::data_word(fntrace_format::event::DATA_REGISTERS, 0) | 3 << 3
+);
 static STEP_POP: u64 = super::thread::STEP_POP;
 static STEP_PAYLOAD: u64 = super::thread::STEP_PAYLOAD;
 static STEP_FRAME_PUSH: u64 = super::thread::STEP_FRAME_PUSH;
@@ -82,6 +89,14 @@ pub fn fast_graph(role: Role, shape: Shape, open: bool) -> Option<usize> {
         _ => return None,
     };
     Some(f as usize)
+}
+
+/// function_graph's fast entry for an entry site of a function whose
+/// arguments are recorded, all integers in their ABI registers: its slot's
+/// data word points at the frame word and the descriptor
+/// (`args::fast_descriptor`).
+pub fn fast_graph_args() -> usize {
+    fntrace_fast_entry_args as *const () as usize
 }
 
 /// The profiler's return trampoline (the address its hijacked slots get).
@@ -165,6 +180,7 @@ extern "C" {
     fn fntrace_bare_fast_entry();
     fn fntrace_return_to_handler();
     fn fntrace_fast_entry();
+    fn fntrace_fast_entry_args();
     fn fntrace_fast_entry_mcount();
     fn fntrace_fast_open();
     fn fntrace_fast_exit();
@@ -404,6 +420,106 @@ fntrace_tls_thread:
     // fntrace_return_bare, and anything unusual to the bare generic routine
     // (which takes the ops from W + 8).
     FNTRACE_FAST_ENTRY fntrace_bare_fast_entry, "[rsp + 80]", {fallback_entry}, 1, 1
+
+    // function_graph's fast entry of a function whose arguments are
+    // recorded (`-A`, `-a`) where all of them are integers in their ABI
+    // registers, in order (`args::fast_descriptor`): as
+    // fntrace_fast_entry, and the event is followed, in the same
+    // reservation, by a DATA word, the descriptor and one word per
+    // argument register (`DATA_REGISTERS`). r11 points at two words: the
+    // frame word and the descriptor (its top byte, K, the registers to
+    // record, 1 to 6). r10 (the static chain) is kept. Nothing is written
+    // past the write pointer before the commit: a word there could be
+    // left behind, and read later in place of a zero.
+    .text
+    .p2align 4
+    .globl fntrace_fast_entry_args
+    .hidden fntrace_fast_entry_args
+    .type fntrace_fast_entry_args, @function
+fntrace_fast_entry_args:
+    push r10
+    FNTRACE_SAVE
+    push r9
+    // The arguments are now at: rdi [rsp+16], rsi [rsp+24], rdx [rsp+40],
+    // rcx [rsp+32], r8 [rsp+8], r9 [rsp]; the return slot at [rsp+72].
+    mov r10, r11
+    mov r11, [r10]
+    mov r8, [rsp + 72]
+1:
+    FNTRACE_CURSOR 8f, rdi, edi, r9, r9d
+    // Room for the K + 2 words after the event.
+    mov rax, [r10 + 8]
+    shr rax, 56
+    lea rax, [r9 + rax * 8 + 16]
+    cmp rax, [rcx + {fend}]
+    jae 8f
+    FNTRACE_DEPTH rsi, rdi
+    cmp rsi, {shadow_bytes}
+    jae 8f
+    FNTRACE_FRAME rsi
+    lea rdx, [rsp + 72]
+    cmp [rsi - 64], rdx
+    jbe 8f
+    mov [rsi], rdx
+    mov [rsi + 32], r11
+    mov [rsi + 8], r8
+    lea rax, [rip + fntrace_return_to_handler]
+    mov [rsp + 72], rax
+    FNTRACE_DELTA 8f
+    lea edx, [r11 * 8]
+    or rdx, rax
+    mov rsi, [r10 + 8]
+    shr rsi, 56
+    lea rsi, [rdi + rsi + 2]
+    add rsi, [rip + {step_push}]
+    FNTRACE_COMMIT rdi, rsi, rdx, "[r9]"
+    // After the commit, as every fast path writes its words, in an order
+    // a reader parses from any prefix (a signal in between may leave the
+    // rest 0: read as lost events; registers without their descriptor,
+    // written last, are said not written): the DATA word, the K
+    // registers, the descriptor.
+    mov rax, [r10 + 8]
+    shr rax, 56
+    lea rdx, [rax * 8 + 8]
+    or rdx, [rip + {data_registers}]
+    mov [r9 + 8], rdx
+    mov rdx, [rsp + 16]
+    mov [r9 + 24], rdx
+    cmp eax, 1
+    jbe 3f
+    mov rdx, [rsp + 24]
+    mov [r9 + 32], rdx
+    cmp eax, 2
+    jbe 3f
+    mov rdx, [rsp + 40]
+    mov [r9 + 40], rdx
+    cmp eax, 3
+    jbe 3f
+    mov rdx, [rsp + 32]
+    mov [r9 + 48], rdx
+    cmp eax, 4
+    jbe 3f
+    mov rdx, [rsp + 8]
+    mov [r9 + 56], rdx
+    cmp eax, 5
+    jbe 3f
+    mov rdx, [rsp]
+    mov [r9 + 64], rdx
+3:
+    mov rdx, [r10 + 8]
+    mov [r9 + 16], rdx
+    pop r9
+    FNTRACE_RESTORE
+    pop r10
+    ret
+8:
+    mov [rsp + 72], r8
+    pop r9
+    FNTRACE_RESTORE
+    pop r10
+    mov r11, [rip + {fallback_ops}]
+    jmp qword ptr [rip + {fallback_entry}]
+    .size fntrace_fast_entry_args, . - fntrace_fast_entry_args
 
     // The fast exit path (function_graph, XRay return sleds, patched as
     // `call slot; ret`): r11 is the slot's data word, the function's frame
@@ -865,6 +981,7 @@ fntrace_prof_exit:
     fend = const off::FEND,
     max_delta = sym MAX_DELTA,
     step_push = sym STEP_PUSH,
+    data_registers = sym DATA_REGISTERS_WORD,
     step_pop = sym STEP_POP,
     step_payload = sym STEP_PAYLOAD,
     depth_shift = const super::thread::DEPTH_SHIFT,

@@ -409,9 +409,23 @@ fn fast_slot(ops: &RawOps, site: &SlotSite) -> Option<(usize, usize)> {
         return None;
     }
     // Functions with values to record take the generic routine, which
-    // builds the register frame.
-    if fids::flags(site.fid) & (fids::ARGS | fids::RETVAL) != 0 {
-        return None;
+    // builds the register frame; but integer arguments in their registers,
+    // at an entry site of function_graph whose return is hijacked, have a
+    // fast path of their own.
+    let flags = fids::flags(site.fid);
+    if flags & (fids::ARGS | fids::RETVAL) != 0 {
+        let fast = flags & (fids::RETVAL | fids::HAS_EXIT | fids::PLAIN) == 0
+            && site.role == fntrace_core::Role::Entry
+            && config().kind == Tracer::Graph;
+        if !fast {
+            return None;
+        }
+        let descriptor = fids::spec(site.fid).and_then(args::fast_descriptor)?;
+        let frame = site.fid as u64 | (thread::F_HIJACKED as u64) << 32;
+        return Some((
+            args::fast_words(site.fid, frame, descriptor),
+            asm::fast_graph_args(),
+        ));
     }
     use fntrace_format::event::{word_of, Kind};
     if let Shape::Bare { .. } = site.shape {
