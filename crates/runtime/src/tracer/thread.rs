@@ -648,12 +648,49 @@ impl Owner {
     /// first, then the write pointer (a handler jumping out in between
     /// leaves nothing half-written).
     #[inline]
-    pub fn emit(&mut self, kind: Kind, fid: u32, mut now: u64, payload: Option<u64>) {
+    pub fn emit(&mut self, kind: Kind, fid: u32, now: u64, payload: Option<u64>) {
+        match payload {
+            Some(p) => self.emit_words(kind, fid, now, &[p]),
+            None => self.emit_words(kind, fid, now, &[]),
+        }
+    }
+
+    /// Writes an event followed by a `DATA` event of tag `tag` whose
+    /// payload is `values` (bytes, zero-padded to whole words): both in
+    /// one commit, so that nothing comes between them. Only the generic
+    /// paths call it (exclusive: no handler's event can interleave).
+    pub fn emit_values(&mut self, kind: Kind, fid: u32, now: u64, tag: u32, values: &[u8]) {
+        fn pack<const N: usize>(t: &mut Owner, kind: Kind, fid: u32, now: u64, tag: u32, values: &[u8]) {
+            let mut words = [0u64; N];
+            let n = values.len().div_ceil(8).min(N - 1);
+            words[0] = event::data_word(tag, n as u32);
+            for (w, chunk) in words[1..=n].iter_mut().zip(values.chunks(8)) {
+                let mut bytes = [0u8; 8];
+                bytes[..chunk.len()].copy_from_slice(chunk);
+                *w = u64::from_le_bytes(bytes);
+            }
+            t.emit_words(kind, fid, now, &words[..=n]);
+        }
+        if values.len() <= 15 * 8 {
+            pack::<16>(self, kind, fid, now, tag, values);
+        } else {
+            pack::<{ 1 + fntrace_format::values::MAX_PAYLOAD / 8 }>(self, kind, fid, now, tag, values);
+        }
+    }
+
+    /// Writes an event and the words `after` it (its payload, or a `DATA`
+    /// event) at tick `now`, in one commit.
+    #[inline]
+    fn emit_words(&mut self, kind: Kind, fid: u32, mut now: u64, after: &[u64]) {
         if FINISHED.load(Ordering::Relaxed) {
             return;
         }
         let s = self.shared();
-        if s.chunk.load(Ordering::Relaxed) == usize::MAX || s.wptr() > s.wend.load(Ordering::Relaxed) {
+        // `wend` keeps four words of room below the chunk's end: a `TIME`
+        // event, the event and one word after it; more words need as many
+        // more below `wend`.
+        let room = |s: &Shared| s.wptr() + after.len().max(1) * 8 <= s.wend.load(Ordering::Relaxed) + 8;
+        if s.chunk.load(Ordering::Relaxed) == usize::MAX || !room(s) {
             let Some(waited) = self.switch() else {
                 let dropped = s.dropped.load(Ordering::Relaxed);
                 s.dropped.store(dropped + 1, Ordering::Relaxed);
@@ -665,11 +702,17 @@ impl Owner {
                 // began: its entry is now, not the wait in its time.
                 now = super::clock::now();
             }
+            if !room(s) {
+                // Larger than a chunk (never with the payload's bound and
+                // the smallest buffer): the event without its values.
+                return self.emit_words(kind, fid, now, &[]);
+            }
         }
         let start = s.wptr();
         let mut w = start;
         let mut put = |word: u64| {
-            // SAFETY: `wptr <= wend`: four words fit below the chunk's end.
+            // SAFETY: `room`: the words after the event fit below `wend`
+            // but one, and four words fit below the chunk's end from it.
             unsafe { (w as *mut u64).write(word) };
             w += 8;
         };
@@ -687,64 +730,8 @@ impl Owner {
             }
         }
         put(event::encode_from_base(kind, fid, delta));
-        if let Some(p) = payload {
-            put(p);
-        }
-        s.bump(((w - start) / 8) as u64);
-    }
-
-    /// Writes an event followed by a `DATA` event of tag `tag` whose
-    /// payload is `values` (bytes, zero-padded to whole words): both in
-    /// one commit, so that nothing comes between them. Only the generic
-    /// paths call it (exclusive: no handler's event can interleave).
-    pub fn emit_values(&mut self, kind: Kind, fid: u32, now: u64, tag: u32, values: &[u8]) {
-        if FINISHED.load(Ordering::Relaxed) {
-            return;
-        }
-        let words = values.len().div_ceil(8);
-        let s = self.shared();
-        // `emit` keeps four words of room below `wend`; the data takes
-        // one more and its payload.
-        if s.chunk.load(Ordering::Relaxed) == usize::MAX
-            || s.wptr() + (words + 1) * 8 > s.wend.load(Ordering::Relaxed)
-        {
-            if self.switch().is_none() {
-                let dropped = s.dropped.load(Ordering::Relaxed);
-                s.dropped.store(dropped + 1, Ordering::Relaxed);
-                s.lost_total.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            if s.wptr() + (words + 1) * 8 > s.wend.load(Ordering::Relaxed) {
-                // Larger than a chunk (never with the payload's bound and
-                // the smallest buffer): the event without its values.
-                return self.emit(kind, fid, now, None);
-            }
-        }
-        let start = s.wptr();
-        let mut w = start;
-        let mut put = |word: u64| {
-            // SAFETY: `wptr + (words + 1) * 8 <= wend`, and four more words
-            // fit below the chunk's end.
-            unsafe { (w as *mut u64).write(word) };
-            w += 8;
-        };
-        let mut delta = now.wrapping_sub(s.base.load(Ordering::Relaxed));
-        if delta > MAX_DELTA_FROM_BASE {
-            if (delta as i64) < 0 {
-                delta = 0;
-            } else {
-                put(event::TIME_WORD);
-                put(now);
-                s.base.store(now, Ordering::Relaxed);
-                delta = 0;
-            }
-        }
-        put(event::encode_from_base(kind, fid, delta));
-        put(event::data_word(tag, words as u32));
-        for chunk in values.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            put(u64::from_le_bytes(word));
+        for &word in after {
+            put(word);
         }
         s.bump(((w - start) / 8) as u64);
     }
