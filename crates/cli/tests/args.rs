@@ -501,3 +501,40 @@ fn fast_path_integer_arguments() {
     }
     assert!(fast > 200, "{fast} calls recorded by the fast path");
 }
+
+/// `-a` on C++ (`programs/args/cart.cpp`, `g++ -g`): a member function's
+/// `this` and reference parameters as addresses, its double, under its
+/// demangled name without the parameter list; a free function's reference.
+#[test]
+fn auto_args_cxx() {
+    let work = Work::new("args-cxx");
+    let exe = work.path("cart");
+    let src = program("args/cart.cpp");
+    cc(
+        "g++",
+        &["-g", "-O2", "-pg", "-mfentry", &src, "-o", exe.to_str().unwrap()],
+    );
+    let alone = run(&mut Command::new(&exe));
+    let data = work.path("cart.data");
+    let out = fntrace_output(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "-a",
+        "--no-libcall",
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(stdout.lines().count(), alone.lines().count());
+    let replay = fntrace_output(&["replay", data.to_str().unwrap()]);
+    let replay = String::from_utf8_lossy(&replay.stdout).into_owned();
+    let shown = recorded(&replay, &["shop::Cart::add", "scale"]);
+    assert_eq!(shown.len(), 1, "{replay}");
+    let truth: Vec<&str> = stdout.lines().collect();
+    assert_eq!(shown[0].len(), truth.len(), "{replay}");
+    for (c, w) in shown[0].iter().zip(&truth) {
+        assert!(same_call(c, w), "recorded {c}\n  the program printed {w}");
+    }
+}
