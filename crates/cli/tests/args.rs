@@ -538,3 +538,52 @@ fn auto_args_cxx() {
         assert!(same_call(c, w), "recorded {c}\n  the program printed {w}");
     }
 }
+
+/// `-a` on Rust (`programs/args/sum.rs`, `rustc -g -C opt-level=2`):
+/// integers, `bool`, `u8`, `f64` and their results, against the program's
+/// own output; a function whose convention LLVM changed (`DW_CC_nocall`:
+/// an argument and the result dropped) is shown without values, never
+/// with what happens to be in the registers.
+#[test]
+fn auto_args_rust() {
+    let work = Work::new("args-rust");
+    common::require("rustc");
+    let exe = work.path("sum");
+    run(Command::new("rustc")
+        .args([
+            "-g",
+            "-C",
+            "opt-level=2",
+            "--edition=2021",
+            "-o",
+            exe.to_str().unwrap(),
+        ])
+        .arg(program("args/sum.rs")));
+    let alone = Command::new(&exe).output().unwrap();
+    let data = work.path("sum.data");
+    let out = fntrace_output(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "-a",
+        "--no-libcall",
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), alone.status.code());
+    assert_eq!(out.stdout, alone.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let replay = fntrace_output(&["replay", data.to_str().unwrap()]);
+    let replay = String::from_utf8_lossy(&replay.stdout).into_owned();
+    let shown = recorded(&replay, &["sum::add", "sum::flag", "sum::scale"]);
+    assert_eq!(shown.len(), 1, "{replay}");
+    let truth: Vec<&str> = stdout.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(shown[0].len(), truth.len(), "{replay}");
+    for (c, w) in shown[0].iter().zip(&truth) {
+        assert!(same_call(c, w), "recorded {c}\n  the program printed {w}");
+    }
+    assert!(
+        replay.contains("sum::ignored() {") || replay.contains("sum::ignored();"),
+        "{replay}"
+    );
+}

@@ -79,6 +79,9 @@ pub enum Format {
     Enum(u8),
     /// A struct passed by value (`-a` only): shown `{...}`, not read.
     Aggregate,
+    /// A parameter not where the ABI puts it at the entry (`-a` only,
+    /// by its DWARF location): shown `?`, not read.
+    Unknown,
 }
 
 impl Format {
@@ -95,6 +98,7 @@ impl Format {
             Format::Bool => 'b',
             Format::Enum(_) => 'e',
             Format::Aggregate => 'a',
+            Format::Unknown => '?',
         }
     }
 

@@ -40,6 +40,9 @@ pub const KIND_NAME: u8 = 12;
 /// A value passed by value that is not read (a struct): shown `{...}`; one
 /// byte, its size in words (0: larger).
 pub const KIND_AGGREGATE: u8 = 13;
+/// A value that is not where it could be read (`-a`: DWARF says the
+/// parameter is not in a register at the entry): shown `?`; one byte, 0.
+pub const KIND_UNKNOWN: u8 = 14;
 
 /// The most bytes of one payload (uftrace keeps 1 KiB of arguments per
 /// call too).
@@ -170,6 +173,8 @@ pub enum Value {
     Name(String),
     /// A struct passed by value, not read.
     Aggregate,
+    /// A value not where it could be read.
+    Unknown,
     /// A payload that does not decode: why.
     Damaged(String),
 }
@@ -202,7 +207,7 @@ pub fn decode(words: &[u64]) -> Result<Vec<Value>, String> {
                 at += 1 + n;
                 out.push(Value::Str(s, kind == KIND_STR_CUT));
             }
-            KIND_SIGNED..=KIND_UNREADABLE | KIND_BOOL | KIND_AGGREGATE => {
+            KIND_SIGNED..=KIND_UNREADABLE | KIND_BOOL | KIND_AGGREGATE | KIND_UNKNOWN => {
                 let n = 1usize << (tag >> 4).min(3);
                 let mut raw = [0u8; 8];
                 raw[..n].copy_from_slice(take(at, n)?);
@@ -220,6 +225,7 @@ pub fn decode(words: &[u64]) -> Result<Vec<Value>, String> {
                     KIND_PTR => Value::Ptr(u),
                     KIND_BOOL => Value::Bool(u as u8),
                     KIND_AGGREGATE => Value::Aggregate,
+                    KIND_UNKNOWN => Value::Unknown,
                     _ => Value::Unreadable(u),
                 });
             }
@@ -324,6 +330,7 @@ impl fmt::Display for Value {
             Value::Bool(v) => write!(f, "{v}"),
             Value::Name(n) => f.write_str(n),
             Value::Aggregate => f.write_str("{...}"),
+            Value::Unknown => f.write_str("?"),
             Value::Damaged(why) => write!(f, "<damaged: {why}>"),
         }
     }

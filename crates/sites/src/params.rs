@@ -6,7 +6,11 @@
 //!
 //! Types are followed through typedefs and qualifiers; a function given by
 //! an abstract instance (inlined elsewhere, or declared in a class) takes
-//! its name, parameters and return type from there. Malformed DWARF gives
+//! its name, parameters and return type from there. A function marked
+//! `DW_CC_nocall` (no longer called by the standard convention) is left
+//! out, and each parameter says where its location puts it at the entry
+//! ([`AtEntry`]), so that a compiler's change to the convention is not
+//! taken for the declaration. Malformed DWARF gives
 //! an error or leaves the function out, never a panic.
 
 use std::borrow::Cow;
@@ -56,6 +60,21 @@ pub enum Type {
     Unknown,
 }
 
+/// Where DWARF says a parameter is when the function is entered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtEntry {
+    /// Nothing says otherwise (a location in the frame, as `-O0` builds
+    /// have, or a single expression): where the ABI puts it.
+    Abi,
+    /// In this DWARF register (0-15 the general registers, 17-32 the
+    /// vector ones): its location list at the entry address.
+    Reg(u16),
+    /// Not in a register at the entry: optimised out, a constant the
+    /// compiler propagated into the function (the caller may not pass it
+    /// at all), or no location there.
+    Unknown,
+}
+
 /// A function's parameters and return type.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Params {
@@ -65,6 +84,8 @@ pub struct Params {
     pub name: String,
     /// Its parameters, in order (`this` first for a member function).
     pub params: Vec<Type>,
+    /// Where each parameter is at the entry, by DWARF (as `params`).
+    pub at_entry: Vec<AtEntry>,
     /// Its return type (`None`: `void`).
     pub ret: Option<Type>,
 }
@@ -140,16 +161,26 @@ fn functions_of(dwarf: &Dwarf<R<'_>>, unit: &Unit<R<'_>>, out: &mut Vec<Params>)
         if address == 0 {
             continue;
         }
+        // A function the compiler no longer calls by the standard
+        // convention (LLVM marks so an internal function whose arguments
+        // or return value it removed or made constant): its declaration
+        // says nothing of its registers.
+        if let Some(AttributeValue::CallingConvention(gimli::DW_CC_nocall)) =
+            entry.attr_value(gimli::DW_AT_calling_convention)?
+        {
+            continue;
+        }
         let name = name_of(dwarf, unit, entry, 0)?.unwrap_or_default();
         let ret = match type_of(unit, entry, 0)? {
             Some(t) => resolve(dwarf, unit, t, 0)?,
             None => None,
         };
-        let params = params_of(dwarf, unit, entry.offset())?;
+        let (params, at_entry) = params_of(dwarf, unit, entry.offset(), address)?;
         out.push(Params {
             address,
             name,
             params,
+            at_entry,
             ret,
         });
     }
@@ -199,12 +230,17 @@ fn type_of(
 }
 
 /// The formal parameters of the subprogram at `at` (or, if it has none
-/// listed, of its origin).
-fn params_of(dwarf: &Dwarf<R<'_>>, unit: &Unit<R<'_>>, at: UnitOffset) -> gimli::Result<Vec<Type>> {
+/// listed, of its origin), and where each is at `entry`.
+fn params_of(
+    dwarf: &Dwarf<R<'_>>,
+    unit: &Unit<R<'_>>,
+    at: UnitOffset,
+    entry: u64,
+) -> gimli::Result<(Vec<Type>, Vec<AtEntry>)> {
     let mut tree = unit.entries_tree(Some(at))?;
     let root = tree.root()?;
     let origin = origin(root.entry())?;
-    let mut out = Vec::new();
+    let (mut out, mut places) = (Vec::new(), Vec::new());
     let mut children = root.children();
     let mut listed = false;
     while let Some(child) = children.next()? {
@@ -218,10 +254,79 @@ fn params_of(dwarf: &Dwarf<R<'_>>, unit: &Unit<R<'_>>, at: UnitOffset) -> gimli:
             None => Type::Unknown,
         };
         out.push(t);
+        places.push(at_entry(dwarf, unit, e, entry).unwrap_or(AtEntry::Abi));
     }
     match origin {
-        Some(o) if !listed => params_of(dwarf, unit, o),
-        _ => Ok(out),
+        Some(o) if !listed => params_of(dwarf, unit, o, entry),
+        _ => Ok((out, places)),
+    }
+}
+
+/// Where a parameter is at the function's entry `pc`, by its location.
+fn at_entry(
+    dwarf: &Dwarf<R<'_>>,
+    unit: &Unit<R<'_>>,
+    param: &DebuggingInformationEntry<'_, '_, R<'_>>,
+    pc: u64,
+) -> gimli::Result<AtEntry> {
+    let Some(location) = param.attr_value(gimli::DW_AT_location)? else {
+        // No location at all: optimised out. Its register at the entry
+        // is what the caller passed, if the caller passes it.
+        return Ok(if param.attr_value(gimli::DW_AT_const_value)?.is_some() {
+            AtEntry::Unknown
+        } else {
+            AtEntry::Abi
+        });
+    };
+    let Some(mut list) = dwarf.attr_locations(unit, location)? else {
+        // A single expression, for the whole function: a register, or
+        // memory (a frame slot at -O0: written by the prologue, not a
+        // statement about the entry); anything else (a constant) is not
+        // where the caller put it.
+        let AttributeValue::Exprloc(expr) = location else {
+            return Ok(AtEntry::Abi);
+        };
+        if let Some(r) = register_of(expr, unit.encoding()) {
+            return Ok(AtEntry::Reg(r));
+        }
+        let first = expr.operations(unit.encoding()).next().ok().flatten();
+        return Ok(match first {
+            Some(
+                gimli::Operation::FrameOffset { .. }
+                | gimli::Operation::RegisterOffset { .. }
+                | gimli::Operation::Address { .. }
+                | gimli::Operation::Call { .. },
+            ) => AtEntry::Abi,
+            _ => AtEntry::Unknown,
+        });
+    };
+    let mut first = None;
+    while let Some(item) = list.next()? {
+        let place = register_of(item.data, unit.encoding());
+        first.get_or_insert(place);
+        if item.range.begin <= pc && pc < item.range.end {
+            return Ok(place.map_or(AtEntry::Unknown, AtEntry::Reg));
+        }
+    }
+    // No entry covers the entry address: the first says where it starts.
+    Ok(match first {
+        Some(Some(r)) => AtEntry::Reg(r),
+        _ => AtEntry::Unknown,
+    })
+}
+
+/// The register a location expression names (`DW_OP_regN`, or the entry
+/// value of one), if that is all it is.
+fn register_of(expr: gimli::Expression<R<'_>>, encoding: gimli::Encoding) -> Option<u16> {
+    let mut ops = expr.operations(encoding);
+    let op = ops.next().ok()??;
+    if ops.next().ok()?.is_some() {
+        return None;
+    }
+    match op {
+        gimli::Operation::Register { register } => Some(register.0),
+        gimli::Operation::EntryValue { expression } => register_of(gimli::Expression(expression), encoding),
+        _ => None,
     }
 }
 

@@ -18,7 +18,7 @@ use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use fntrace_filter::{Filter, Names};
 use fntrace_format::args::{ArgSpec, Format, Item, Place, FP_ARGS, INT_ARGS, MAX_ITEMS};
 use fntrace_format::values::{self, Writer, MAX_PAYLOAD, MAX_STRING};
-use fntrace_sites::params::{Params, Type};
+use fntrace_sites::params::{AtEntry, Params, Type};
 
 use crate::state::State;
 use crate::sys;
@@ -118,6 +118,7 @@ fn write<'a>(spec: &ArgSpec, items: impl Iterator<Item = &'a Item>, frame: &Fram
             }
             Format::Bool => values::KIND_BOOL,
             Format::Aggregate => values::KIND_AGGREGATE,
+            Format::Unknown => values::KIND_UNKNOWN,
             Format::Signed => values::KIND_SIGNED,
             Format::Unsigned => values::KIND_UNSIGNED,
             Format::Hex => values::KIND_HEX,
@@ -359,8 +360,24 @@ fn class(t: &Type, enums: &mut Vec<Vec<(i64, String)>>) -> Class {
     }
 }
 
+/// Our register number (`fntrace_format::args::REGISTERS`) of DWARF's
+/// x86-64 general register `r` (0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi,
+/// 6 rbp, 7 rsp, 8-15 r8-r15).
+fn dwarf_gp(r: u16) -> Option<u8> {
+    match r {
+        1 => Some(3),
+        3 => Some(1),
+        0 | 2 | 4..=6 | 8..=15 => Some(r as u8),
+        _ => None,
+    }
+}
+
 /// The spec `-a` makes of a function's DWARF: its parameters placed by the
-/// SysV x86-64 classification, and its return value.
+/// SysV x86-64 classification — or where their DWARF location says they
+/// are at the entry, which a compiler that changed the function's
+/// convention (LLVM's dead-argument elimination on an internal function)
+/// makes the truth; a parameter not in a register there is shown `?` —
+/// and its return value.
 pub fn from_dwarf(p: &Params) -> Option<ArgSpec> {
     let mut spec = ArgSpec {
         pattern: p.name.clone(),
@@ -373,6 +390,7 @@ pub fn from_dwarf(p: &Params) -> Option<ArgSpec> {
     let (mut fps, mut stack) = (0u8, 1u16);
     for (i, t) in p.params.iter().enumerate().take(MAX_ITEMS) {
         let n = i as u16 + 1;
+        let at_entry = p.at_entry.get(i).copied().unwrap_or(AtEntry::Abi);
         let item = match class(t, &mut spec.enums) {
             Class::Int(format, size) => {
                 let place = match INT_ARGS.get(ints) {
@@ -383,7 +401,14 @@ pub fn from_dwarf(p: &Params) -> Option<ArgSpec> {
                     }
                 };
                 ints += 1;
-                Item::arg(n, place, format, size)
+                match at_entry {
+                    AtEntry::Abi => Item::arg(n, place, format, size),
+                    AtEntry::Reg(r) => match dwarf_gp(r) {
+                        Some(reg) => Item::arg(n, Place::Reg(reg), format, size),
+                        None => Item::arg(n, place, Format::Unknown, 1),
+                    },
+                    AtEntry::Unknown => Item::arg(n, place, Format::Unknown, 1),
+                }
             }
             Class::Sse(size) => {
                 let place = if fps < FP_ARGS {
@@ -393,7 +418,13 @@ pub fn from_dwarf(p: &Params) -> Option<ArgSpec> {
                     stack += 1;
                     Place::Stack(stack - 1)
                 };
-                Item::arg(n, place, Format::Float, size)
+                match at_entry {
+                    AtEntry::Abi => Item::arg(n, place, Format::Float, size),
+                    AtEntry::Reg(r @ 17..=24) => {
+                        Item::arg(n, Place::Xmm((r - 17) as u8), Format::Float, size)
+                    }
+                    _ => Item::arg(n, place, Format::Unknown, 1),
+                }
             }
             Class::Memory(words) => {
                 let place = Place::Stack(stack);
