@@ -258,6 +258,21 @@ fn check(exe: &Path, work: &Work, label: &str) {
         has(b"retval") && has(b"arg1") && has(b"\"world\""),
         "{label}: no values in the Perfetto trace"
     );
+    // And the Firefox profile's call markers (`Arguments`, `Returned`).
+    let ff = work.path(&format!("{label}.json"));
+    let out = fntrace_output(&[
+        "dump",
+        "--firefox",
+        "-o",
+        ff.to_str().unwrap(),
+        data.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let profile = std::fs::read_to_string(&ff).unwrap();
+    assert!(
+        profile.contains("\"Arguments\"") && profile.contains(r#""\"hello world\", 6""#),
+        "{label}: no values in the Firefox profile"
+    );
     // Every kind of value was compared, not skipped.
     let all: String = shown.iter().flatten().cloned().collect::<Vec<_>>().join("\n");
     for must in [

@@ -72,6 +72,10 @@ pub struct Call {
     pub self_ns: u64,
     /// How it ended.
     pub end: End,
+    /// Its recorded arguments (`-A`, `-a`), as `replay` writes them.
+    pub args: Option<std::sync::Arc<str>>,
+    /// Its recorded return value (`-R`, `-a`).
+    pub ret: Option<std::sync::Arc<str>>,
 }
 
 impl Call {
@@ -86,6 +90,7 @@ impl Call {
 struct Open {
     start_ns: u64,
     child_ns: u64,
+    args: Option<std::sync::Arc<str>>,
 }
 
 /// Builds the calls of one thread from its events.
@@ -121,11 +126,15 @@ impl CallBuilder {
                     Open {
                         start_ns: ev.ns,
                         child_ns: 0,
+                        args: ev.values.as_deref().map(|v| crate::values::list(v).into()),
                     },
                 );
             }
-            EventKind::Exit => self.close(ev.fid, ev.ns, End::Returned, out),
-            EventKind::Unwind => self.close(ev.fid, ev.ns, End::Unwound, out),
+            EventKind::Exit => {
+                let ret = ev.values.as_deref().map(|v| crate::values::list(v).into());
+                self.close(ev.fid, ev.ns, End::Returned, ret, out)
+            }
+            EventKind::Unwind => self.close(ev.fid, ev.ns, End::Unwound, None, out),
             EventKind::Call { dur_ns } => {
                 self.whole
                     .push(Whole::new(ev.fid, ev.ns, dur_ns, self.whole.len()))
@@ -141,22 +150,22 @@ impl CallBuilder {
     /// appended.
     pub fn finish(mut self, last_ns: u64, out: &mut Vec<Call>) {
         while !self.stack.is_empty() {
-            self.pop(last_ns, End::Unfinished, out);
+            self.pop(last_ns, End::Unfinished, None, out);
         }
         resolve_whole(self.whole, out);
     }
 
-    fn close(&mut self, fid: u32, ns: u64, end: End, out: &mut Vec<Call>) {
+    fn close(&mut self, fid: u32, ns: u64, end: End, ret: Option<std::sync::Arc<str>>, out: &mut Vec<Call>) {
         let Some(i) = self.stack.position(fid) else {
             return;
         };
         while self.stack.len() > i + 1 {
-            self.pop(ns, End::Unwound, out);
+            self.pop(ns, End::Unwound, None, out);
         }
-        self.pop(ns, end, out);
+        self.pop(ns, end, ret, out);
     }
 
-    fn pop(&mut self, ns: u64, end: End, out: &mut Vec<Call>) {
+    fn pop(&mut self, ns: u64, end: End, ret: Option<std::sync::Arc<str>>, out: &mut Vec<Call>) {
         let end = if self.stack.top_spans_loss() {
             End::ExitLost
         } else {
@@ -178,6 +187,8 @@ impl CallBuilder {
             end_ns,
             self_ns: total.saturating_sub(open.child_ns),
             end,
+            args: open.args,
+            ret: if end == End::Returned { ret } else { None },
         });
     }
 }
@@ -259,5 +270,7 @@ fn pop_whole(stack: &mut Vec<(Whole, u64)>, out: &mut Vec<Call>) {
         end_ns: call.end_ns,
         self_ns: total.saturating_sub(child_ns),
         end: End::Returned,
+        args: None,
+        ret: None,
     });
 }

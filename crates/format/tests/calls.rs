@@ -27,6 +27,8 @@ fn call(fid: u32, parent: Option<u32>, depth: u32, span: (u64, u64), self_ns: u6
         end_ns: span.1,
         self_ns,
         end,
+        args: None,
+        ret: None,
     }
 }
 

@@ -406,7 +406,14 @@ impl Builder<'_> {
         };
         let name = self.func(t, call.fid).name;
         let timing = MarkerTiming::Interval(self.ts(call.start_ns), self.ts(call.end_ns));
-        let values = [Value::S(end), Value::N(f64::from(call.depth))];
+        let args = self.profile.intern_string(call.args.as_deref().unwrap_or(""));
+        let ret = self.profile.intern_string(call.ret.as_deref().unwrap_or(""));
+        let values = [
+            Value::S(end),
+            Value::N(f64::from(call.depth)),
+            Value::S(args),
+            Value::S(ret),
+        ];
         let marker = self
             .types
             .add(&mut self.profile, t.handle, timing, Kind::Call, name, &values);

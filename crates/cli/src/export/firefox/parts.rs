@@ -24,7 +24,8 @@ pub enum Value {
 /// The marker types.
 #[derive(Clone, Copy)]
 pub enum Kind {
-    /// A call: `end`, `depth`.
+    /// A call: `end`, `depth`, `args`, `retval` (recorded values, as
+    /// `replay` writes them; empty when none were).
     Call,
     /// An entry of the `function` tracer: `caller`.
     Entry,
@@ -113,7 +114,12 @@ impl Types {
         );
         let types = [call, entry, lost, mark, info].map(|(kind, name, table, timeline)| {
             let fields: &[(&str, &str, MarkerFieldFormat)] = match kind {
-                Kind::Call => &[("end", "Ended", Str), ("depth", "Depth", Integer)],
+                Kind::Call => &[
+                    ("end", "Ended", Str),
+                    ("depth", "Depth", Integer),
+                    ("args", "Arguments", Str),
+                    ("retval", "Returned", Str),
+                ],
                 Kind::Entry => &[("caller", "Caller", Str)],
                 Kind::Lost => &[("count", "Events", Integer), ("detail", "Detail", Str)],
                 Kind::Mark => &[],
