@@ -338,7 +338,7 @@ fn returned(ret: Option<&[Value]>) -> String {
 
 /// A demangled name without its parameter list (the last balanced
 /// parentheses at its end, and any `const` after them).
-fn without_params(name: &str) -> &str {
+pub fn without_params(name: &str) -> &str {
     let trimmed = name.trim_end_matches(" const");
     if !trimmed.ends_with(')') {
         return name;

@@ -88,6 +88,10 @@ pub struct Request<'a> {
     pub demangle: bool,
     /// Remember the names this filter selects.
     pub select: Option<&'a Filter>,
+    /// A function recorded with its arguments (`-A`, `-a`) is counted per
+    /// distinct argument list, as `name(args)` (`report --by-args`); the
+    /// total of such a row is the sum of its calls' durations.
+    pub by_args: bool,
 }
 
 /// The numbers of one process, by function id.
@@ -95,6 +99,8 @@ pub struct Request<'a> {
 struct Tally {
     functions: HashMap<u32, Function>,
     edges: HashMap<(Option<u32>, u32), Edge>,
+    /// Calls with recorded arguments, by function and argument list.
+    by_args: HashMap<(u32, std::sync::Arc<str>), Function>,
 }
 
 /// Counts the calls of `trace`. A process with a profile table counts from
@@ -183,6 +189,11 @@ impl Tally {
             .entry(call.fid)
             .or_default()
             .add_call(total, call.self_ns);
+        if let Some(args) = &call.args {
+            let f = self.by_args.entry((call.fid, args.clone())).or_default();
+            f.add_call(total, call.self_ns);
+            f.total_ns = f.total_ns.saturating_add(total);
+        }
         let edge = self.edges.entry((call.parent, call.fid)).or_default();
         edge.calls += 1;
         edge.total_ns = edge.total_ns.saturating_add(total);
@@ -237,13 +248,31 @@ fn add_all(into: &mut HashMap<u32, u64>, from: &mut HashMap<u32, u64>) {
 /// Adds a process's numbers to `stats` under the functions' names.
 fn merge(stats: &mut Stats, process: &Process, tally: Tally, request: &Request<'_>) {
     let mut names = Names::of(process, request.demangle);
+    let mut functions: Vec<(u32, Option<std::sync::Arc<str>>, Function)> = Vec::new();
     for (fid, f) in tally.functions {
+        if !(request.by_args && tally.by_args.keys().any(|(g, _)| *g == fid)) {
+            functions.push((fid, None, f));
+        }
+    }
+    if request.by_args {
+        functions.extend(
+            tally
+                .by_args
+                .into_iter()
+                .map(|((fid, args), f)| (fid, Some(args), f)),
+        );
+    }
+    for (fid, args, f) in functions {
         let name = names.get(fid);
         if request.select.is_some_and(|filter| name.matches(filter)) && !stats.selected.contains(&name.shown)
         {
             stats.selected.push(name.shown.clone());
         }
-        let into = stats.functions.entry(name.shown.clone()).or_default();
+        let shown = match args {
+            Some(args) => format!("{}({args})", crate::funcgraph::without_params(&name.shown)),
+            None => name.shown.clone(),
+        };
+        let into = stats.functions.entry(shown).or_default();
         if f.calls > 0 {
             into.min_ns = if into.calls == 0 {
                 f.min_ns

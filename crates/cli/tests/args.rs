@@ -602,3 +602,51 @@ fn auto_args_rust() {
         "{replay}"
     );
 }
+
+/// `report --by-args`: a function recorded with its arguments counts per
+/// argument list (`fib(1)`, `fib(2)`, ...), each as often as the program
+/// printed that call; without the option, once.
+#[test]
+fn report_groups_by_argument_values() {
+    let work = Work::new("args-report");
+    let exe = build(&work, "values", "gcc", &["-pg", "-mfentry"]);
+    let data = work.path("report.data");
+    let out = fntrace_output(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "-A",
+        "fib@arg1/i32",
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut truth: BTreeMap<String, u64> = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Some(call) = line.strip_prefix("T0 fib(") {
+            let n = call.split(')').next().unwrap();
+            *truth.entry(format!("fib({n})")).or_default() += 1;
+        }
+    }
+    let rows = |extra: &[&str]| -> BTreeMap<String, u64> {
+        let mut args = vec!["report", "--json"];
+        args.extend(extra);
+        args.push(data.to_str().unwrap());
+        let out = fntrace_output(&args);
+        let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("report --json");
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap().to_string(),
+                    r["calls"].as_u64().unwrap(),
+                )
+            })
+            .filter(|(n, _)| n.starts_with("fib"))
+            .collect()
+    };
+    assert_eq!(rows(&["--by-args"]), truth);
+    let plain = rows(&[]);
+    assert_eq!(plain.get("fib"), Some(&truth.values().sum()));
+}

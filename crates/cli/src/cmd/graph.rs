@@ -63,6 +63,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             tids: &[],
             demangle: !args.no_demangle,
             select: filter.as_ref(),
+            by_args: false,
         },
     );
     trace::warn_damage(&stats.damage);

@@ -65,6 +65,9 @@ pub struct Args {
     /// Show symbol names as recorded (mangled).
     #[arg(long)]
     no_demangle: bool,
+    /// Count a function recorded with its arguments (-A, -a) per argument list: one row per distinct `name(args)`.
+    #[arg(long = "by-args")]
+    by_args: bool,
 }
 
 #[derive(Serialize)]
@@ -93,6 +96,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             tids: &args.tid,
             demangle: !args.no_demangle,
             select: None,
+            by_args: args.by_args,
         },
     );
     trace::warn_damage(&stats.damage);
