@@ -50,6 +50,19 @@ pub const MAX_PAYLOAD: usize = 1024;
 /// The most bytes of one string kept.
 pub const MAX_STRING: usize = 128;
 
+/// The tag byte of a value of `kind` and `size` bytes (1, 2, 4; anything
+/// else is 8): the kind in the low four bits, the width's base-2
+/// logarithm above.
+pub const fn tag(kind: u8, size: u8) -> u8 {
+    let log = match size {
+        1 => 0,
+        2 => 1,
+        4 => 2,
+        _ => 3,
+    };
+    kind | log << 4
+}
+
 /// Writes values into a caller's buffer, never past its end: a value that
 /// does not fit is left out (a string is cut first).
 #[derive(Debug)]
@@ -83,14 +96,9 @@ impl<'a> Writer<'a> {
     /// of this kind (`KIND_SIGNED` ... `KIND_PTR`, or `KIND_FLOAT` with 4
     /// or 8).
     pub fn scalar(&mut self, kind: u8, size: u8, raw: u64) -> bool {
-        let log = match size {
-            1 => 0,
-            2 => 1,
-            4 => 2,
-            _ => 3,
-        };
-        let n = 1usize << log;
-        self.put(kind | log << 4, &raw.to_le_bytes()[..n])
+        let tag = tag(kind, size);
+        let n = 1usize << (tag >> 4);
+        self.put(tag, &raw.to_le_bytes()[..n])
     }
 
     /// A string's bytes (before its terminator), `cut` if it went on.

@@ -116,20 +116,29 @@ fn write<'a>(spec: &ArgSpec, items: impl Iterator<Item = &'a Item>, frame: &Fram
                 };
                 continue;
             }
-            Format::Bool => values::KIND_BOOL,
             Format::Aggregate => values::KIND_AGGREGATE,
             Format::Unknown => values::KIND_UNKNOWN,
-            Format::Signed => values::KIND_SIGNED,
-            Format::Unsigned => values::KIND_UNSIGNED,
-            Format::Hex => values::KIND_HEX,
-            Format::Octal => values::KIND_OCTAL,
-            Format::Char => values::KIND_CHAR,
             Format::Float => values::KIND_FLOAT,
-            Format::Ptr => values::KIND_PTR,
+            integer => integer_kind(integer).unwrap_or(values::KIND_SIGNED),
         };
         w.scalar(kind, item.size, raw);
     }
     w.len()
+}
+
+/// The value kind of an integer format (`None` for the others): what the
+/// generic capture writes and the fast path's descriptor names.
+fn integer_kind(format: Format) -> Option<u8> {
+    Some(match format {
+        Format::Signed => values::KIND_SIGNED,
+        Format::Unsigned => values::KIND_UNSIGNED,
+        Format::Hex => values::KIND_HEX,
+        Format::Octal => values::KIND_OCTAL,
+        Format::Char => values::KIND_CHAR,
+        Format::Ptr => values::KIND_PTR,
+        Format::Bool => values::KIND_BOOL,
+        _ => return None,
+    })
 }
 
 /// The 8 bytes an item's place holds.
@@ -189,23 +198,7 @@ pub fn fast_descriptor(spec: &ArgSpec) -> Option<u64> {
         if item.place != Place::Reg(*INT_ARGS.get(i)?) {
             return None;
         }
-        let kind = match item.format {
-            Format::Signed => values::KIND_SIGNED,
-            Format::Unsigned => values::KIND_UNSIGNED,
-            Format::Hex => values::KIND_HEX,
-            Format::Octal => values::KIND_OCTAL,
-            Format::Char => values::KIND_CHAR,
-            Format::Ptr => values::KIND_PTR,
-            Format::Bool => values::KIND_BOOL,
-            _ => return None,
-        };
-        let log = match item.size {
-            1 => 0,
-            2 => 1,
-            4 => 2,
-            _ => 3,
-        };
-        tags.push(kind | log << 4);
+        tags.push(values::tag(integer_kind(item.format)?, item.size));
     }
     values::register_descriptor(&tags)
 }

@@ -44,6 +44,11 @@ const _: () = assert!(
 const _: () = assert!(fntrace_format::event::word_of(fntrace_format::event::Kind::Entry, 5) == 5 << 3);
 const _: () = assert!(fntrace_format::event::word_of(fntrace_format::event::Kind::Exit, 5) == 5 << 3 | 1);
 
+/// Where `fntrace_return_all` saves the vector registers in its save
+/// area (after the nine general ones and a word of padding), which
+/// `graph_return` reads `xmm0` from.
+pub const RETURN_VECS: usize = 80;
+
 /// The return trampoline (the address written into hijacked slots).
 pub fn return_trampoline() -> usize {
     fntrace_return_to_handler as *const () as usize
@@ -809,12 +814,12 @@ fntrace_return_all:
     test byte ptr [rsp + 600], 4
     jz 1f
     .irp i, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
-    vmovdqu [rsp + 80 + \i * 32], ymm\i
+    vmovdqu [rsp + {return_vecs} + \i * 32], ymm\i
     .endr
     jmp 2f
 1:
     .irp i, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
-    movdqu [rsp + 80 + \i * 16], xmm\i
+    movdqu [rsp + {return_vecs} + \i * 16], xmm\i
     .endr
 2:
     mov rdi, rbp
@@ -824,12 +829,12 @@ fntrace_return_all:
     test byte ptr [rsp + 600], 4
     jz 3f
     .irp i, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
-    vmovdqu ymm\i, [rsp + 80 + \i * 32]
+    vmovdqu ymm\i, [rsp + {return_vecs} + \i * 32]
     .endr
     jmp 4f
 3:
     .irp i, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
-    movdqu xmm\i, [rsp + 80 + \i * 16]
+    movdqu xmm\i, [rsp + {return_vecs} + \i * 16]
     .endr
 4:
     mov rax, [rsp]
@@ -981,6 +986,7 @@ fntrace_prof_exit:
     fend = const off::FEND,
     max_delta = sym MAX_DELTA,
     step_push = sym STEP_PUSH,
+    return_vecs = const RETURN_VECS,
     data_registers = sym DATA_REGISTERS_WORD,
     step_pop = sym STEP_POP,
     step_payload = sym STEP_PAYLOAD,

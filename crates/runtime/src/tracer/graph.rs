@@ -418,8 +418,11 @@ fn close_with(t: &mut Owner, f: Frame, kind: Kind, now: u64, ret: Option<&args::
                 t.emit(Kind::Call, f.fid, now, Some(dur));
             }
         }
-        _ => match (ret, fids::spec(f.fid)) {
-            (Some(frame), Some(spec)) if kind == Kind::Exit && spec.retval.is_some() => {
+        _ => match ret
+            .filter(|_| kind == Kind::Exit)
+            .and_then(|frame| Some((frame, fids::spec(f.fid)?)))
+        {
+            Some((frame, spec)) if spec.retval.is_some() => {
                 args::capture(spec, spec.retval.iter(), frame, |bytes| {
                     t.emit_values(kind, f.fid, now, event::DATA_RETVAL, bytes)
                 })
@@ -441,8 +444,8 @@ pub extern "C" fn graph_return(slot: usize, saved: *const u64) -> usize {
         end_other_stacks(&mut t, slot, now);
     }
     // SAFETY: `saved` is the return trampoline's save area: `rax` first,
-    // the vector registers from byte 80 (`fntrace_return_all`).
-    let regs = unsafe { return_frame(*saved, *saved.add(10)) };
+    // the vector registers from `RETURN_VECS` (`fntrace_return_all`).
+    let regs = unsafe { return_frame(*saved, *saved.add(super::asm::RETURN_VECS / 8)) };
     let mut ret = 0;
     while let Some(top) = t.top() {
         if top.slot != slot {
