@@ -157,6 +157,22 @@ fn same_call(shown: &str, truth: &str) -> bool {
     a == b && av.len() == bv.len() && av.iter().zip(&bv).all(|(x, y)| same_value(x, y))
 }
 
+/// `fntrace replay` of `data`, which must succeed.
+fn replay(data: &Path) -> String {
+    let out = fntrace_output(&["replay", data.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The one thread's recorded calls equal the printed ones, call by call.
+fn assert_same_calls(shown: &[Vec<String>], truth: &[&str], what: &str, replay: &str) {
+    assert_eq!(shown.len(), 1, "{what}\n{replay}");
+    assert_eq!(shown[0].len(), truth.len(), "{what}\n{replay}");
+    for (c, w) in shown[0].iter().zip(truth) {
+        assert!(same_call(c, w), "{what}: recorded {c}\n  the program printed {w}");
+    }
+}
+
 /// Records `exe` with every spec, checks the program ran as untraced, and
 /// compares the recorded calls with the printed ones, thread by thread.
 fn check(exe: &Path, work: &Work, label: &str) {
@@ -192,13 +208,7 @@ fn check(exe: &Path, work: &Work, label: &str) {
         "{label}: the traced program printed something else:\n{stdout}"
     );
 
-    let replay = fntrace_output(&["replay", data.to_str().unwrap()]);
-    assert!(
-        replay.status.success(),
-        "{}",
-        String::from_utf8_lossy(&replay.stderr)
-    );
-    let replay = String::from_utf8_lossy(&replay.stdout).into_owned();
+    let replay = replay(&data);
     let mut truth: Vec<Vec<String>> = printed(&stdout).into_values().collect();
     let names: Vec<&str> = SPECS.iter().map(|(a, _)| a.split('@').next().unwrap()).collect();
     let mut shown = recorded(&replay, &names);
@@ -381,18 +391,10 @@ fn auto_args_from_dwarf() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert_eq!(String::from_utf8_lossy(&out.stdout), alone, "{label}");
-        let replay = fntrace_output(&["replay", data.to_str().unwrap()]);
-        let replay = String::from_utf8_lossy(&replay.stdout).into_owned();
+        let replay = replay(&data);
         let shown = recorded(&replay, &names);
-        assert_eq!(shown.len(), 1, "{label}\n{replay}");
         let truth: Vec<&str> = alone.lines().collect();
-        assert_eq!(shown[0].len(), truth.len(), "{label}\n{replay}");
-        for (c, w) in shown[0].iter().zip(&truth) {
-            assert!(
-                same_call(c, w),
-                "{label}: recorded {c}\n  the program printed {w}"
-            );
-        }
+        assert_same_calls(&shown, &truth, label, &replay);
         // With library calls traced (the default), a libc function without
         // DWARF takes its built-in prototype.
         assert!(replay.contains("puts(\"nothing()\") = 10;"), "{label}\n{replay}");
@@ -431,8 +433,7 @@ fn wrong_specs_never_break_the_program() {
         lines
     };
     assert_eq!(stable(&String::from_utf8_lossy(&out.stdout)), stable(&alone));
-    let replay = fntrace_output(&["replay", data.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&replay.stdout);
+    let text = replay(&data);
     assert!(text.contains("<unreadable 0x"), "{text}");
     assert!(text.contains("s32(<unreadable 0x"), "{text}");
 }
@@ -465,8 +466,7 @@ fn fast_path_integer_arguments() {
     let out = fntrace_output(&args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let replay = fntrace_output(&["replay", data.to_str().unwrap()]);
-    let replay = String::from_utf8_lossy(&replay.stdout).into_owned();
+    let replay = replay(&data);
     let names: Vec<&str> = specs.iter().map(|s| s.split('@').next().unwrap()).collect();
     let mut shown = recorded(&replay, &names);
     let mut truth: Vec<Vec<String>> = printed(&stdout)
@@ -543,15 +543,10 @@ fn auto_args_cxx() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(stdout.lines().count(), alone.lines().count());
-    let replay = fntrace_output(&["replay", data.to_str().unwrap()]);
-    let replay = String::from_utf8_lossy(&replay.stdout).into_owned();
+    let replay = replay(&data);
     let shown = recorded(&replay, &["shop::Cart::add", "scale"]);
-    assert_eq!(shown.len(), 1, "{replay}");
     let truth: Vec<&str> = stdout.lines().collect();
-    assert_eq!(shown[0].len(), truth.len(), "{replay}");
-    for (c, w) in shown[0].iter().zip(&truth) {
-        assert!(same_call(c, w), "recorded {c}\n  the program printed {w}");
-    }
+    assert_same_calls(&shown, &truth, "", &replay);
 }
 
 /// `-a` on Rust (`programs/args/sum.rs`, `rustc -g -C opt-level=2`):
@@ -588,15 +583,10 @@ fn auto_args_rust() {
     assert_eq!(out.status.code(), alone.status.code());
     assert_eq!(out.stdout, alone.stdout);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let replay = fntrace_output(&["replay", data.to_str().unwrap()]);
-    let replay = String::from_utf8_lossy(&replay.stdout).into_owned();
+    let replay = replay(&data);
     let shown = recorded(&replay, &["sum::add", "sum::flag", "sum::scale"]);
-    assert_eq!(shown.len(), 1, "{replay}");
     let truth: Vec<&str> = stdout.lines().filter(|l| !l.starts_with('#')).collect();
-    assert_eq!(shown[0].len(), truth.len(), "{replay}");
-    for (c, w) in shown[0].iter().zip(&truth) {
-        assert!(same_call(c, w), "recorded {c}\n  the program printed {w}");
-    }
+    assert_same_calls(&shown, &truth, "", &replay);
     assert!(
         replay.contains("sum::ignored() {") || replay.contains("sum::ignored();"),
         "{replay}"
@@ -629,20 +619,8 @@ fn report_groups_by_argument_values() {
         }
     }
     let rows = |extra: &[&str]| -> BTreeMap<String, u64> {
-        let mut args = vec!["report", "--json"];
-        args.extend(extra);
-        args.push(data.to_str().unwrap());
-        let out = fntrace_output(&args);
-        let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("report --json");
-        rows.as_array()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                (
-                    r["name"].as_str().unwrap().to_string(),
-                    r["calls"].as_u64().unwrap(),
-                )
-            })
+        common::report_calls(&data, extra)
+            .into_iter()
             .filter(|(n, _)| n.starts_with("fib"))
             .collect()
     };

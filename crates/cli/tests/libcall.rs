@@ -54,19 +54,7 @@ fn record(exe: &Path, data: &Path, options: &[&str]) -> String {
 
 /// Calls per function of the recording (`report --json`), by name.
 fn calls(data: &Path) -> BTreeMap<String, u64> {
-    let out = fntrace_output(&["report", "--json", data.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("report --json");
-    rows.as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["name"].as_str().unwrap().to_string(),
-                r["calls"].as_u64().unwrap(),
-            )
-        })
-        .collect()
+    common::report_calls(data, &[])
 }
 
 fn replay(data: &Path) -> String {

@@ -28,6 +28,27 @@ pub use fntrace_testkit::{
 };
 use serde_json::Value;
 
+/// Calls per function name, from `fntrace report --json` of `data` with
+/// `options` (which must succeed).
+pub fn report_calls(data: &Path, options: &[&str]) -> std::collections::BTreeMap<String, u64> {
+    let mut args = vec!["report", "--json"];
+    args.extend(options);
+    args.push(data.to_str().unwrap());
+    let out = fntrace_output(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Value = serde_json::from_slice(&out.stdout).expect("report --json");
+    rows.as_array()
+        .expect("an array of rows")
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                r["calls"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// Whether the tests run under CI (`CI` set), where nothing may skip.
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
