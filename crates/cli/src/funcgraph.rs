@@ -71,6 +71,9 @@ struct Frame {
     /// Printed calls on the stack, this one included: the indentation of
     /// what it calls.
     level: usize,
+    /// Opened with its arguments: named without its parameter list, as
+    /// its closing line names it too.
+    short: bool,
 }
 
 /// Where a thread is: what a new call would inherit.
@@ -178,6 +181,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                     hidden,
                     shown,
                     level: ctx.level + usize::from(shown),
+                    short: ev.values.is_some(),
                 };
                 // A call left out (too deep) is not shown.
                 if self.stacks[i].push(ev.fid, frame) && shown {
@@ -194,7 +198,10 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                 }
                 let rel = ev.ns.saturating_sub(self.start_ns);
                 let stamp = format!("{}.{:06}", rel / 1_000_000_000, rel % 1_000_000_000 / 1000);
-                let name = self.names.shown(ev.fid).to_string();
+                let name = match ev.values.as_deref() {
+                    Some(values) => called(self.names.shown(ev.fid), Some(values)),
+                    None => self.names.shown(ev.fid).to_string(),
+                };
                 let from = self.names.address(caller);
                 let w = self.style.width;
                 writeln!(out, " {tid:>w$})  {stamp:>13}: {name} <-{from}")
@@ -203,7 +210,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                 if !self.shown(ctx, ev.fid).0 {
                     return Ok(());
                 }
-                let text = format!("}} /* {} */", self.names.shown(ev.fid));
+                let text = self.closing(ev.fid, false, ev.values.as_deref(), ev.values.is_some());
                 self.line(out, tid, Some(dur_ns), ctx.level, &text)
             }
             EventKind::Lost(n) => {
@@ -238,7 +245,8 @@ impl<'s, 'p> ProcessView<'s, 'p> {
         let Some(pos) = self.stacks[i].position(ev.fid) else {
             let ctx = self.context(i);
             if self.shown(ctx, ev.fid).0 {
-                let text = self.closing(ev.fid, unwound, ev.values.as_deref());
+                let short = ev.values.is_some();
+                let text = self.closing(ev.fid, unwound, ev.values.as_deref(), short);
                 self.line(out, tid, None, ctx.level, &text)?;
             }
             return Ok(());
@@ -251,12 +259,12 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             if frame.shown {
                 let this = self.stacks[i].len() == pos;
                 if exit_lost {
-                    let text = format!("}} /* {} (exit lost) */", self.names.shown(fid));
+                    let text = format!("}} /* {} (exit lost) */", self.named(fid, frame.short));
                     self.line(out, tid, None, frame.level - 1, &text)?;
                     continue;
                 }
                 let ret = if this { ev.values.as_deref() } else { None };
-                let text = self.closing(fid, unwound || !this, ret);
+                let text = self.closing(fid, unwound || !this, ret, frame.short || ret.is_some());
                 let dur = ev.ns.saturating_sub(frame.start_ns);
                 self.line(out, tid, Some(dur), frame.level - 1, &text)?;
             }
@@ -264,8 +272,19 @@ impl<'s, 'p> ProcessView<'s, 'p> {
         Ok(())
     }
 
-    fn closing(&mut self, fid: u32, unwound: bool, ret: Option<&[Value]>) -> String {
+    /// How a closing line names function `fid`: without its parameter
+    /// list when its call was shown with values (`short`).
+    fn named(&mut self, fid: u32, short: bool) -> String {
         let name = self.names.shown(fid);
+        if short {
+            without_params(name).to_string()
+        } else {
+            name.to_string()
+        }
+    }
+
+    fn closing(&mut self, fid: u32, unwound: bool, ret: Option<&[Value]>, short: bool) -> String {
+        let name = self.named(fid, short);
         if unwound {
             format!("}} /* {name} (unwound) */")
         } else {

@@ -127,8 +127,31 @@ fn merged_specs(specs: impl IntoIterator<Item = ArgSpec>) -> Vec<String> {
 }
 
 impl RecordFlags {
+    /// What of `-A`, `-R` and `-a` these options cannot record, said as a
+    /// warning (the recording goes on without it): nothing lost silently.
+    pub fn values_not_recorded(&self) -> Option<&'static str> {
+        let args = self.argument.iter().any(|s| !s.args.is_empty()) || self.auto_args;
+        let rets = !self.retval.is_empty() || self.argument.iter().any(|s| s.retval.is_some());
+        if !args && !rets {
+            return None;
+        }
+        match self.tracer {
+            Tracer::Profile => Some("the profile tracer keeps counts and times only: -A, -R and -a record nothing"),
+            Tracer::Function if rets => {
+                Some("the function tracer records entries only: return values (-R) are not recorded")
+            }
+            _ if self.time_filter.is_some() && args => Some(
+                "--time-filter records each call whole, at its end: its arguments (-A, -a) are not recorded, its return value is",
+            ),
+            _ => None,
+        }
+    }
+
     /// The request to record `command` into `output`.
     pub fn into_request(self, command: Vec<OsString>, output: PathBuf) -> Request {
+        if let Some(why) = self.values_not_recorded() {
+            eprintln!("fntrace: warning: {why}");
+        }
         Request {
             output,
             tracer: self.tracer,

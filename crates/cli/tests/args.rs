@@ -438,12 +438,12 @@ fn wrong_specs_never_break_the_program() {
     assert!(text.contains("s32(<unreadable 0x"), "{text}");
 }
 
-/// Integer arguments in their registers, at entry sites, without a return
-/// value: the fast path records them (`DATA_REGISTERS` events, counted in
-/// the thread files), on four threads, and every value equals what the
-/// program printed.
+/// Integer arguments in their registers and integer return values, at
+/// entry sites: the fast paths record them (`DATA_REGISTERS` events after
+/// the `ENTRY`s and after the `EXIT`s, counted in the thread files), on
+/// four threads, and every value equals what the program printed.
 #[test]
-fn fast_path_integer_arguments() {
+fn fast_path_integer_values() {
     let work = Work::new("args-fast");
     let exe = build(&work, "values", "gcc", &["-pg", "-mfentry"]);
     let data = work.path("fast.data");
@@ -458,9 +458,22 @@ fn fast_path_integer_arguments() {
         "sumv@arg1/i32,arg2/i32,arg3/i32,arg4/i32",
         "fib@arg1/i32",
     ];
+    // Return values of some (s16 and sumv show theirs without).
+    let rets = [
+        "s8@retval/i8",
+        "s32@retval/i32",
+        "s64@retval",
+        "octal@retval/o32",
+        "letter@retval/c",
+        "ptr@retval/p",
+        "fib@retval/i32",
+    ];
     let mut args = vec!["record", "-o", data.to_str().unwrap()];
     for s in &specs {
         args.extend(["-A", s]);
+    }
+    for r in &rets {
+        args.extend(["-R", r]);
     }
     args.extend(["--", exe.to_str().unwrap()]);
     let out = fntrace_output(&args);
@@ -468,6 +481,7 @@ fn fast_path_integer_arguments() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let replay = replay(&data);
     let names: Vec<&str> = specs.iter().map(|s| s.split('@').next().unwrap()).collect();
+    let with_ret = |name: &str| rets.iter().any(|r| r.split('@').next() == Some(name));
     let mut shown = recorded(&replay, &names);
     let mut truth: Vec<Vec<String>> = printed(&stdout)
         .into_values()
@@ -486,17 +500,20 @@ fn fast_path_integer_arguments() {
     for (calls, want) in shown.iter().zip(&truth) {
         assert_eq!(calls.len(), want.len(), "{calls:#?}\n{want:#?}");
         for (c, w) in calls.iter().zip(want) {
-            // The arguments only: no return value was asked for.
             let (name, mut values) = split_call(w);
-            values.pop();
-            let expected = format!("{name}({})", values.join(", "));
-            assert_eq!(c, &expected, "recorded {c}, the program printed {w}");
+            let ret = values.pop().expect("the program prints every result");
+            let mut expected = format!("{name}({})", values.join(", "));
+            if with_ret(&name) {
+                expected = format!("{expected} = {ret}");
+            }
+            assert!(same_call(c, &expected), "recorded {c}, the program printed {w}");
             compared += 1;
         }
     }
     assert_eq!(compared, 264, "every call of main and the three workers");
-    // They came from the fast path.
-    let mut fast = 0;
+    // They came from the fast paths: register payloads after entries and
+    // after exits.
+    let (mut entries, mut exits) = (0, 0);
     for p in std::fs::read_dir(&data)
         .unwrap()
         .flatten()
@@ -504,22 +521,190 @@ fn fast_path_integer_arguments() {
     {
         for t in std::fs::read_dir(p.path()).unwrap().flatten() {
             if t.path().extension().is_some_and(|e| e == "events") {
-                let raw = fntrace_format::RawEvents::open(&t.path(), "t", None);
-                fast += raw
-                    .filter(|i| {
-                        matches!(i, fntrace_format::RawItem::Data { tag, .. }
-                            if *tag == fntrace_format::event::DATA_REGISTERS)
-                    })
-                    .count();
+                let mut before = None;
+                for item in fntrace_format::RawEvents::open(&t.path(), "t", None) {
+                    match item {
+                        fntrace_format::RawItem::Data { tag, .. }
+                            if tag == fntrace_format::event::DATA_REGISTERS =>
+                        {
+                            match before {
+                                Some(fntrace_format::event::Kind::Entry) => entries += 1,
+                                Some(fntrace_format::event::Kind::Exit) => exits += 1,
+                                _ => {}
+                            }
+                        }
+                        fntrace_format::RawItem::Event { kind, .. } => before = Some(kind),
+                        _ => before = None,
+                    }
+                }
             }
         }
     }
-    assert!(fast > 200, "{fast} calls recorded by the fast path");
+    assert!(
+        entries > 200,
+        "{entries} calls' arguments recorded by the fast path"
+    );
+    assert!(
+        exits > 150,
+        "{exits} calls' return values recorded by the fast path"
+    );
+}
+
+/// The other tracers: the `function` tracer records arguments with its
+/// entries (`s32(3, 4) <-main+0x1b`), `--time-filter` return values with
+/// its whole calls (`} = 7 /* s32 */`); what each cannot record is a
+/// warning on the command line, and the profiler records no values at all.
+/// Every value equals what the program printed, thread by thread.
+#[test]
+fn values_with_other_tracers() {
+    let work = Work::new("args-tracers");
+    let exe = build(&work, "values", "gcc", &["-pg", "-mfentry"]);
+    let exe = exe.to_str().unwrap();
+    let names = ["s32", "fib", "str"];
+    // The program's calls of `names`, per thread, sorted: `name(args)`
+    // and `name = ret`.
+    let truth = |stdout: &str, args: bool| -> Vec<Vec<String>> {
+        let mut threads: Vec<Vec<String>> = printed(stdout)
+            .into_values()
+            .map(|calls| {
+                let mut calls: Vec<String> = calls
+                    .iter()
+                    .filter(|c| names.iter().any(|n| c.starts_with(&format!("{n}("))))
+                    .map(|c| {
+                        let (name, mut values) = split_call(c);
+                        let ret = values.pop().unwrap();
+                        if args {
+                            format!("{name}({})", values.join(", "))
+                        } else {
+                            format!("{name} = {ret}")
+                        }
+                    })
+                    .collect();
+                calls.sort();
+                calls
+            })
+            .filter(|c: &Vec<String>| !c.is_empty())
+            .collect();
+        threads.sort();
+        threads
+    };
+    let shown = |replay: &str, pick: &dyn Fn(&str) -> Option<String>| -> Vec<Vec<String>> {
+        let mut threads: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for line in replay.lines().filter(|l| !l.starts_with('#')) {
+            let tid = line.split(')').next().unwrap().trim().to_string();
+            if let Some(call) = pick(line) {
+                if names
+                    .iter()
+                    .any(|n| call.starts_with(&format!("{n}(")) || call.starts_with(&format!("{n} = ")))
+                {
+                    threads.entry(tid).or_default().push(call);
+                }
+            }
+        }
+        let mut threads: Vec<Vec<String>> = threads
+            .into_values()
+            .map(|mut c| {
+                c.sort();
+                c
+            })
+            .collect();
+        threads.sort();
+        threads
+    };
+
+    let data = work.path("function.data");
+    let out = fntrace_output(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "--tracer",
+        "function",
+        "-A",
+        "s32@arg1/i32,arg2/u32",
+        "-A",
+        "fib@arg1/i32",
+        "-A",
+        "str@arg1/s,arg2/i32",
+        "-R",
+        "s32@retval/i32",
+        "--",
+        exe,
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("warning: the function tracer records entries only"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let replay = self::replay(&data);
+    // ` 1234)   0.012792: s32(3, 4) <-main+0x1b`
+    let entries = shown(&replay, &|l| {
+        let (_, rest) = l.split_once(": ")?;
+        Some(rest.split(" <-").next()?.to_string())
+    });
+    assert_eq!(entries, truth(&stdout, true), "{replay}");
+    assert!(entries.iter().map(Vec::len).sum::<usize>() > 120);
+
+    let data = work.path("time.data");
+    let out = fntrace_output(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "-t",
+        "1ns",
+        "-A",
+        "s32@arg1/i32",
+        "-R",
+        "s32@retval/i32",
+        "-R",
+        "fib@retval/i32",
+        "-R",
+        "str@retval/s",
+        "--",
+        exe,
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("warning: --time-filter records each call whole"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let replay = self::replay(&data);
+    // ` 1234)   0.801 us    |  } = 3 /* s32 */`
+    let returns = shown(&replay, &|l| {
+        let (_, text) = l.split_once('|')?;
+        let (value, name) = text.trim().strip_prefix("} = ")?.split_once(" /* ")?;
+        Some(format!("{} = {value}", name.trim_end_matches(" */")))
+    });
+    assert_eq!(returns, truth(&stdout, false), "{replay}");
+
+    let data = work.path("profile.data");
+    let out = fntrace_output(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "--tracer",
+        "profile",
+        "-A",
+        "s32@arg1",
+        "--",
+        exe,
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("warning: the profile tracer keeps counts and times only"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `-a` on C++ (`programs/args/cart.cpp`, `g++ -g`): a member function's
 /// `this` and reference parameters as addresses, its double, under its
-/// demangled name without the parameter list; a free function's reference.
+/// demangled name without the parameter list; a free function's reference;
+/// `std::string`s by reference, by value and returned, one cut at 128 bytes.
 #[test]
 fn auto_args_cxx() {
     let work = Work::new("args-cxx");
@@ -544,9 +729,30 @@ fn auto_args_cxx() {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(stdout.lines().count(), alone.lines().count());
     let replay = replay(&data);
-    let shown = recorded(&replay, &["shop::Cart::add", "scale"]);
+    let shown = recorded(&replay, &["shop::Cart::add", "scale", "label"]);
     let truth: Vec<&str> = stdout.lines().collect();
     assert_same_calls(&shown, &truth, "", &replay);
+    // The same strings asked for by hand, with uftrace's `S` (arg1 is the
+    // address the result is built at: the hidden pointer).
+    let data = work.path("label.data");
+    let out = fntrace_output(&[
+        "record",
+        "-o",
+        data.to_str().unwrap(),
+        "--no-libcall",
+        "-A",
+        "label@arg2/S,arg3/S,arg4/i32",
+        "-R",
+        "label@retval/S",
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let by_hand = self::replay(&data);
+    let shown = recorded(&by_hand, &["label"]);
+    let truth: Vec<&str> = stdout.lines().filter(|l| l.starts_with("label(")).collect();
+    assert_eq!(truth.len(), 3);
+    assert_same_calls(&shown, &truth, "-A ...@arg2/S", &by_hand);
 }
 
 /// `-a` on Rust (`programs/args/sum.rs`, `rustc -g -C opt-level=2`):
@@ -584,7 +790,7 @@ fn auto_args_rust() {
     assert_eq!(out.stdout, alone.stdout);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let replay = replay(&data);
-    let shown = recorded(&replay, &["sum::add", "sum::flag", "sum::scale"]);
+    let shown = recorded(&replay, &["sum::add", "sum::flag", "sum::scale", "pick"]);
     let truth: Vec<&str> = stdout.lines().filter(|l| !l.starts_with('#')).collect();
     assert_same_calls(&shown, &truth, "", &replay);
     assert!(

@@ -27,7 +27,7 @@
 use std::fmt;
 
 /// Where a value is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Place {
     /// A general register, by its number in [`REGISTERS`].
     Reg(u8),
@@ -65,6 +65,15 @@ pub enum Format {
     Octal,
     /// `s`: a C string the value points to.
     Str,
+    /// `S`: a C++ `std::string` (libstdc++'s) the value is the address of
+    /// (a `const std::string &`, or a `std::string` passed by value, which
+    /// the C++ ABI passes by address): its characters, as many as its
+    /// length says.
+    StdString,
+    /// A string of the length at the place given (`-a` only): a Rust
+    /// `&str`, whose pointer is the value and whose length the next
+    /// integer argument.
+    Slice(Place),
     /// `c`: a character.
     Char,
     /// `f`: a floating-point number.
@@ -92,6 +101,8 @@ impl Format {
             Format::Hex => 'x',
             Format::Octal => 'o',
             Format::Str => 's',
+            Format::StdString => 'S',
+            Format::Slice(_) => 'l',
             Format::Char => 'c',
             Format::Float => 'f',
             Format::Ptr => 'p',
@@ -109,6 +120,7 @@ impl Format {
             'x' => Format::Hex,
             'o' => Format::Octal,
             's' => Format::Str,
+            'S' => Format::StdString,
             'c' => Format::Char,
             'f' => Format::Float,
             'p' => Format::Ptr,
@@ -314,7 +326,7 @@ fn parse_format(f: &str) -> Result<(Format, u8), String> {
     let mut chars = f.chars();
     let letter = chars.next().ok_or("no format after '/'")?;
     let format = Format::from_letter(letter)
-        .ok_or_else(|| format!("unknown format '{letter}' (d i u x o s c f p b)"))?;
+        .ok_or_else(|| format!("unknown format '{letter}' (d i u x o s S c f p b)"))?;
     let bits = chars.as_str();
     let size = match bits {
         "" => match format {
@@ -328,9 +340,9 @@ fn parse_format(f: &str) -> Result<(Format, u8), String> {
         _ => return Err(format!("unknown size '{bits}' (8, 16, 32, 64)")),
     };
     match (format, size) {
-        (Format::Float, 4 | 8) | (Format::Str | Format::Ptr, 8) => Ok((format, size)),
+        (Format::Float, 4 | 8) | (Format::Str | Format::StdString | Format::Ptr, 8) => Ok((format, size)),
         (Format::Float, _) => Err("a float is 32 or 64 bits".into()),
-        (Format::Str | Format::Ptr, _) => Err("a pointer is 64 bits".into()),
+        (Format::Str | Format::StdString | Format::Ptr, _) => Err("a pointer is 64 bits".into()),
         _ => Ok((format, size)),
     }
 }

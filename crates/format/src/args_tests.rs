@@ -45,6 +45,7 @@ fn display_round_trips() {
         "f@fparg1/32,arg1/s,arg2%r12,arg3/c%stack+2,retval/f",
         "*:mod:libz@retval/i32",
         "g@fparg9%stack+3,arg1/o,arg2/p,retval",
+        "label@arg2/S,arg3/S%rdx,retval/S",
     ] {
         let s = one(text);
         assert_eq!(one(&s.to_string()), s, "{text} -> {s}");
@@ -66,6 +67,7 @@ fn malformed_specs_say_what_is_wrong() {
         ("foo", "expected FUNCTION@"),
         ("@arg1", "no function"),
         ("foo@arg1/q", "unknown format 'q'"),
+        ("foo@arg1/S32", "a pointer is 64 bits"),
         ("foo@arg1/d12", "unknown size '12'"),
         ("foo@arg1%rzz", "unknown register 'rzz'"),
         ("foo@arg1%rsp", "rsp is not"),

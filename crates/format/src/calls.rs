@@ -136,8 +136,9 @@ impl CallBuilder {
             }
             EventKind::Unwind => self.close(ev.fid, ev.ns, End::Unwound, None, out),
             EventKind::Call { dur_ns } => {
+                let ret = ev.values.as_deref().map(|v| crate::values::list(v).into());
                 self.whole
-                    .push(Whole::new(ev.fid, ev.ns, dur_ns, self.whole.len()))
+                    .push(Whole::new(ev.fid, ev.ns, dur_ns, self.whole.len(), ret))
             }
             EventKind::Lost(_) => self.stack.lose(),
             EventKind::Mark(_) => {}
@@ -208,23 +209,26 @@ pub fn calls(events: impl IntoIterator<Item = Event>) -> Vec<Call> {
 }
 
 /// One buffered `CALL` event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Whole {
     fid: u32,
     start_ns: u64,
     end_ns: u64,
     order: usize,
+    /// Its return value, if recorded.
+    ret: Option<std::sync::Arc<str>>,
 }
 
 impl Whole {
     /// The call of `fid` that ended at `end_ns` after `dur_ns`; `order`
     /// counts arrivals.
-    fn new(fid: u32, end_ns: u64, dur_ns: u64, order: usize) -> Whole {
+    fn new(fid: u32, end_ns: u64, dur_ns: u64, order: usize, ret: Option<std::sync::Arc<str>>) -> Whole {
         Whole {
             fid,
             start_ns: end_ns.saturating_sub(dur_ns),
             end_ns,
             order,
+            ret,
         }
     }
 }
@@ -271,6 +275,6 @@ fn pop_whole(stack: &mut Vec<(Whole, u64)>, out: &mut Vec<Call>) {
         self_ns: total.saturating_sub(child_ns),
         end: End::Returned,
         args: None,
-        ret: None,
+        ret: call.ret,
     });
 }

@@ -168,6 +168,9 @@ fn serve(config: &str) {
         let done = match &ready {
             Ok(summary) => answer(&mut session, stream, summary),
             Err(e) => {
+                // The request read first: a socket closed with it unread
+                // is reset, and the reason would be lost with the reply.
+                let _ = BufReader::new(&stream).read_line(&mut String::new());
                 reply(stream, &Err(e.clone()));
                 true
             }

@@ -384,8 +384,13 @@ impl Drop for RuntimeWork {
     }
 }
 
-/// Starts a thread of the runtime with every signal blocked: the program's
-/// signals must go to the program's threads.
+/// Starts a thread of the runtime with every signal blocked but SIGTRAP:
+/// the program's signals must go to the program's threads. SIGTRAP stays
+/// open because our threads call library functions (`write`, `futex`...)
+/// that a live batch may be switching, one `int3` at a time: an `int3` run
+/// with SIGTRAP blocked kills the process (the kernel forces the default
+/// action), where the trap handler steers our threads as it does the
+/// program's (`trap.rs`). The runtime raises no other SIGTRAP.
 pub fn spawn_quiet(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<()> {
     // SAFETY: sigset_t values on the stack, filled by sigfillset; the old
     // mask is restored right after the spawn (the new thread inherits ours).
@@ -393,6 +398,7 @@ pub fn spawn_quiet(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
+        libc::sigdelset(&mut all, libc::SIGTRAP);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         old
     };

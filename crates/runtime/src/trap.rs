@@ -285,6 +285,22 @@ mod tests {
         SEEN.store(blocked(&WATCHED), Ordering::SeqCst);
     }
 
+    /// The runtime's own threads keep SIGTRAP open (`sys::spawn_quiet`):
+    /// one that runs a library function while a batch switches it meets
+    /// an `int3`, which with SIGTRAP blocked would kill the process (an
+    /// attach's writer thread calling `write` while the detach restores
+    /// it did). Every other signal stays with the program's threads.
+    #[test]
+    fn runtime_threads_keep_sigtrap_open() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        crate::sys::spawn_quiet("fntrace-test", move || {
+            tx.send(blocked(&WATCHED)).unwrap();
+        })
+        .unwrap();
+        // SIGTRAP open; SIGUSR2, SIGWINCH and SIGUSR1 blocked.
+        assert_eq!(rx.recv().unwrap(), 0b1110);
+    }
+
     /// A trap passed on to the program's own SIGTRAP handler runs it with
     /// the mask the kernel would have given it — the interrupted code's
     /// (SIGWINCH here), its `sa_mask` (SIGUSR2), SIGTRAP itself — not with

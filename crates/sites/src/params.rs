@@ -51,6 +51,16 @@ pub enum Type {
         /// Its values, with their names.
         values: Vec<(i64, String)>,
     },
+    /// A Rust `&str`: a pointer and a length, passed as two integer
+    /// arguments.
+    StrSlice,
+    /// The address of a C++ `std::string` (libstdc++'s: a pointer, then
+    /// the length): a reference to one, or one passed by value (which the
+    /// C++ ABI passes by address).
+    StdString,
+    /// A class passed by value that the C++ ABI passes by address (not
+    /// trivially copyable: `DW_CC_pass_by_reference`).
+    ByAddress,
     /// A struct, union or class passed by value, of `size` bytes.
     Aggregate {
         /// Bytes.
@@ -69,6 +79,11 @@ pub enum AtEntry {
     /// In this DWARF register (0-15 the general registers, 17-32 the
     /// vector ones): its location list at the entry address.
     Reg(u16),
+    /// In these two, 8 bytes each (a Rust `&str`'s pointer and length).
+    Pair(u16, u16),
+    /// In memory, at the address this register holds (`DW_OP_bregN 0`
+    /// in a location list: a struct passed by its address).
+    At(u16),
     /// Not in a register at the entry: optimised out, a constant the
     /// compiler propagated into the function (the caller may not pass it
     /// at all), or no location there.
@@ -148,14 +163,34 @@ fn dwarf_error(e: gimli::Error) -> Error {
 /// The functions with code of one unit.
 fn functions_of(dwarf: &Dwarf<R<'_>>, unit: &Unit<R<'_>>, out: &mut Vec<Params>) -> gimli::Result<()> {
     let mut entries = unit.entries();
+    // Rust's own ABI passes and returns a struct larger than 16 bytes by
+    // its address (C's passes it on the stack).
+    let rust = match entries.next_dfs()? {
+        Some((_, root)) => matches!(
+            root.attr_value(gimli::DW_AT_language)?,
+            Some(AttributeValue::Language(gimli::DW_LANG_Rust))
+        ),
+        None => false,
+    };
+    let by_rust = |t: Type| match t {
+        Type::Aggregate { size } if rust && size > 16 => Type::ByAddress,
+        t => t,
+    };
+    let mut entries = unit.entries();
     while let Some((_, entry)) = entries.next_dfs()? {
         if entry.tag() != gimli::DW_TAG_subprogram {
             continue;
         }
-        let Some(low) = entry.attr_value(gimli::DW_AT_low_pc)? else {
-            continue;
+        let address = match entry.attr_value(gimli::DW_AT_low_pc)? {
+            Some(low) => dwarf.attr_address(unit, low)?,
+            // A function in several parts (gcc's hot and `.cold` ones):
+            // it is entered at the start of the first range listed.
+            None if entry.attr_value(gimli::DW_AT_ranges)?.is_some() => {
+                dwarf.die_ranges(unit, entry)?.next()?.map(|r| r.begin)
+            }
+            None => None,
         };
-        let Some(address) = dwarf.attr_address(unit, low)? else {
+        let Some(address) = address else {
             continue;
         };
         if address == 0 {
@@ -179,9 +214,9 @@ fn functions_of(dwarf: &Dwarf<R<'_>>, unit: &Unit<R<'_>>, out: &mut Vec<Params>)
         out.push(Params {
             address,
             name,
-            params,
+            params: params.into_iter().map(by_rust).collect(),
             at_entry,
-            ret,
+            ret: ret.map(by_rust),
         });
     }
     Ok(())
@@ -286,8 +321,8 @@ fn at_entry(
         let AttributeValue::Exprloc(expr) = location else {
             return Ok(AtEntry::Abi);
         };
-        if let Some(r) = register_of(expr, unit.encoding()) {
-            return Ok(AtEntry::Reg(r));
+        if let Some(place) = registers_of(expr, unit.encoding()) {
+            return Ok(place);
         }
         let first = expr.operations(unit.encoding()).next().ok().flatten();
         return Ok(match first {
@@ -302,17 +337,54 @@ fn at_entry(
     };
     let mut first = None;
     while let Some(item) = list.next()? {
-        let place = register_of(item.data, unit.encoding());
+        let place = registers_of(item.data, unit.encoding());
         first.get_or_insert(place);
         if item.range.begin <= pc && pc < item.range.end {
-            return Ok(place.map_or(AtEntry::Unknown, AtEntry::Reg));
+            return Ok(place.unwrap_or(AtEntry::Unknown));
         }
     }
     // No entry covers the entry address: the first says where it starts.
-    Ok(match first {
-        Some(Some(r)) => AtEntry::Reg(r),
-        _ => AtEntry::Unknown,
-    })
+    Ok(first.flatten().unwrap_or(AtEntry::Unknown))
+}
+
+/// The register a location expression names ([`register_of`]), or the two
+/// registers of a value in two 8-byte pieces (`DW_OP_regX DW_OP_piece 8
+/// DW_OP_regY DW_OP_piece 8`: a Rust `&str` in registers).
+fn registers_of(expr: gimli::Expression<R<'_>>, encoding: gimli::Encoding) -> Option<AtEntry> {
+    if let Some(r) = register_of(expr, encoding) {
+        return Some(AtEntry::Reg(r));
+    }
+    let mut ops = expr.operations(encoding);
+    if let Ok(Some(gimli::Operation::RegisterOffset {
+        register,
+        offset: 0,
+        base_type,
+    })) = ops.clone().next()
+    {
+        let mut rest = ops;
+        rest.next().ok()?;
+        if base_type.0 == 0 && matches!(rest.next(), Ok(None)) {
+            return Some(AtEntry::At(register.0));
+        }
+    }
+    let mut regs = [0u16; 2];
+    for r in &mut regs {
+        let gimli::Operation::Register { register } = ops.next().ok()?? else {
+            return None;
+        };
+        let gimli::Operation::Piece {
+            size_in_bits: 64,
+            bit_offset: None,
+        } = ops.next().ok()??
+        else {
+            return None;
+        };
+        *r = register.0;
+    }
+    ops.next()
+        .ok()?
+        .is_none()
+        .then_some(AtEntry::Pair(regs[0], regs[1]))
 }
 
 /// The register a location expression names (`DW_OP_regN`, or the entry
@@ -392,7 +464,10 @@ fn resolve(
             Some(o) if points_to_char(dwarf, unit, o, 0)? => Type::CString,
             _ => Type::Pointer,
         },
-        gimli::DW_TAG_reference_type | gimli::DW_TAG_rvalue_reference_type => Type::Pointer,
+        gimli::DW_TAG_reference_type | gimli::DW_TAG_rvalue_reference_type => match inner(&e)? {
+            Some(o) if resolve(dwarf, unit, o, depth + 1)? == Some(Type::StdString) => Type::StdString,
+            _ => Type::Pointer,
+        },
         gimli::DW_TAG_enumeration_type => {
             let mut values = Vec::new();
             let mut tree = unit.entries_tree(Some(t))?;
@@ -420,10 +495,54 @@ fn resolve(
             }
         }
         gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type | gimli::DW_TAG_class_type => {
-            Type::Aggregate { size }
+            let name = match e.attr_value(gimli::DW_AT_name)? {
+                Some(v) => dwarf.attr_string(unit, v)?.to_string_lossy().into_owned(),
+                None => String::new(),
+            };
+            if size == 16 && (name == "&str" || name == "&mut str") {
+                Type::StrSlice
+            } else if name.starts_with("basic_string<char,")
+                && member_at(dwarf, unit, t, "_M_string_length")? == Some(8)
+            {
+                Type::StdString
+            } else if matches!(
+                e.attr_value(gimli::DW_AT_calling_convention)?,
+                Some(AttributeValue::CallingConvention(gimli::DW_CC_pass_by_reference))
+            ) {
+                Type::ByAddress
+            } else {
+                Type::Aggregate { size }
+            }
         }
         _ => Type::Unknown,
     }))
+}
+
+/// The offset of the data member `name` of the struct or class at `t`.
+fn member_at(
+    dwarf: &Dwarf<R<'_>>,
+    unit: &Unit<R<'_>>,
+    t: UnitOffset,
+    name: &str,
+) -> gimli::Result<Option<u64>> {
+    let mut tree = unit.entries_tree(Some(t))?;
+    let root = tree.root()?;
+    let mut children = root.children();
+    while let Some(child) = children.next()? {
+        let c = child.entry();
+        if c.tag() != gimli::DW_TAG_member {
+            continue;
+        }
+        let Some(n) = c.attr_value(gimli::DW_AT_name)? else {
+            continue;
+        };
+        if dwarf.attr_string(unit, n)?.slice() == name.as_bytes() {
+            return Ok(c
+                .attr_value(gimli::DW_AT_data_member_location)?
+                .and_then(|v| v.udata_value()));
+        }
+    }
+    Ok(None)
 }
 
 /// Whether a base type is named `char`.

@@ -271,7 +271,13 @@ impl Iterator for ThreadEvents {
                     ..
                 } => {
                     if let Some(mut ev) = self.event(kind, fid, payload, tick) {
-                        if matches!(ev.kind, EventKind::Entry | EventKind::Exit) {
+                        if matches!(
+                            ev.kind,
+                            EventKind::Entry
+                                | EventKind::Exit
+                                | EventKind::EntryCaller(_)
+                                | EventKind::Call { .. }
+                        ) {
                             ev.values = self.values_after();
                         }
                         return Some(ev);

@@ -20,6 +20,7 @@ use fntrace_format::args::{ArgSpec, Format, Item, Place, FP_ARGS, INT_ARGS, MAX_
 use fntrace_format::values::{self, Writer, MAX_PAYLOAD, MAX_STRING};
 use fntrace_sites::params::{AtEntry, Params, Type};
 
+use super::asm::ArgWords;
 use crate::state::State;
 use crate::sys;
 
@@ -64,7 +65,7 @@ pub struct Frame {
 fn bound<'a>(items: impl Iterator<Item = &'a Item>) -> usize {
     items
         .map(|i| {
-            if i.format == Format::Str {
+            if matches!(i.format, Format::Str | Format::StdString | Format::Slice(_)) {
                 2 + MAX_STRING
             } else {
                 9
@@ -101,6 +102,21 @@ fn write<'a>(spec: &ArgSpec, items: impl Iterator<Item = &'a Item>, frame: &Fram
         let kind = match item.format {
             Format::Str => {
                 string(&mut w, raw);
+                continue;
+            }
+            Format::StdString => {
+                // libstdc++'s layout: the pointer, then the length.
+                let mut head = [0u8; 16];
+                if sys::read_memory(raw as usize, &mut head) < 16 {
+                    w.unreadable(raw);
+                } else {
+                    let word = |i: usize| u64::from_le_bytes(head[i..i + 8].try_into().unwrap_or([0; 8]));
+                    counted(&mut w, word(0), word(8));
+                }
+                continue;
+            }
+            Format::Slice(len) => {
+                counted(&mut w, raw, place_value(len, item.format, frame));
                 continue;
             }
             Format::Enum(i) => {
@@ -143,10 +159,15 @@ fn integer_kind(format: Format) -> Option<u8> {
 
 /// The 8 bytes an item's place holds.
 fn raw_value(item: &Item, frame: &Frame) -> u64 {
-    match item.place {
+    place_value(item.place, item.format, frame)
+}
+
+/// The 8 bytes `place` holds, for a value of `format`.
+fn place_value(place: Place, format: Format, frame: &Frame) -> u64 {
+    match place {
         Place::Reg(r) => frame.gp[usize::from(r) & 15],
         Place::Xmm(n) => frame.xmm[usize::from(n) & 7],
-        Place::Retval if item.format == Format::Float => frame.xmm[0],
+        Place::Retval if format == Format::Float => frame.xmm[0],
         Place::Retval => frame.gp[0],
         Place::Stack(k) => stack_word(frame.slot, usize::from(k)),
     }
@@ -185,14 +206,29 @@ fn string(w: &mut Writer<'_>, ptr: u64) {
     };
 }
 
-/// The descriptor of the fast entry path (`asm.rs`,
-/// `fntrace_fast_entry_args`) for `spec`: when it records only arguments,
-/// `arg1` to `argK` in order, each an integer kind in its ABI register
-/// (`fntrace_format::values::register_descriptor`).
-pub fn fast_descriptor(spec: &ArgSpec) -> Option<u64> {
-    if spec.retval.is_some() {
-        return None;
+/// The string of `len` bytes at `ptr` (a Rust `&str`, a `std::string`'s
+/// characters), as far as it is readable and kept.
+fn counted(w: &mut Writer<'_>, ptr: u64, len: u64) {
+    let mut buf = [0u8; MAX_STRING];
+    let want = len.min(MAX_STRING as u64) as usize;
+    if want == 0 {
+        w.string(&[], false);
+        return;
     }
+    let n = sys::read_memory(ptr as usize, &mut buf[..want]);
+    if n == 0 {
+        w.unreadable(ptr);
+        return;
+    }
+    w.string(&buf[..n], (n as u64) < len);
+}
+
+/// The descriptor of the fast entry path (`asm.rs`,
+/// `fntrace_fast_entry_args`) for `spec`'s arguments: when they are `arg1`
+/// to `argK` in order, each an integer kind in its ABI register
+/// (`fntrace_format::values::register_descriptor`). Its return value, if
+/// any, is [`fast_ret_tag`]'s.
+pub fn fast_descriptor(spec: &ArgSpec) -> Option<u64> {
     let mut tags = Vec::with_capacity(spec.args.len());
     for (i, item) in spec.args.iter().enumerate() {
         if item.place != Place::Reg(*INT_ARGS.get(i)?) {
@@ -203,15 +239,24 @@ pub fn fast_descriptor(spec: &ArgSpec) -> Option<u64> {
     values::register_descriptor(&tags)
 }
 
-/// The two words a fast entry slot's data word points at: the frame word
-/// and the descriptor. Made once per function and never freed (a thread
-/// may be about to read them).
-pub fn fast_words(fid: u32, frame: u64, descriptor: u64) -> usize {
-    static MADE: LazyLock<Mutex<HashMap<u32, &'static [u64; 2]>>> =
+/// The tag of `spec`'s return value when the fast return path
+/// (`fntrace_return_to_handler`) can record it: an integer kind, in `rax`;
+/// `None` if there is none or it is not one.
+pub fn fast_ret_tag(spec: &ArgSpec) -> Option<u8> {
+    let item = spec.retval.as_ref()?;
+    let tag = values::tag(integer_kind(item.format)?, item.size);
+    values::register_descriptor(&[tag])?;
+    Some(tag)
+}
+
+/// What a fast entry slot's data word points at (`asm::ArgWords`): made
+/// once per function and never freed (a thread may be about to read them).
+pub fn fast_words(fid: u32, frame: u64, descriptor: u64) -> Option<usize> {
+    static MADE: LazyLock<Mutex<HashMap<u32, &'static ArgWords>>> =
         LazyLock::new(|| Mutex::new(HashMap::new()));
+    let words = ArgWords::new(frame, descriptor)?;
     let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
-    let words = [frame, descriptor];
-    let at: &'static [u64; 2] = match made.get(&fid) {
+    let at: &'static ArgWords = match made.get(&fid) {
         Some(&at) if *at == words => at,
         _ => {
             let at = Box::leak(Box::new(words));
@@ -219,7 +264,7 @@ pub fn fast_words(fid: u32, frame: u64, descriptor: u64) -> usize {
             at
         }
     };
-    at as *const [u64; 2] as usize
+    Some(at as *const ArgWords as usize)
 }
 
 /// Every source of value specs, in the order they are trusted: the user's
@@ -316,6 +361,9 @@ impl Specs {
     }
 }
 
+/// `rdx` in [`fntrace_format::args::REGISTERS`]: the second return register.
+const RDX: u8 = 3;
+
 /// What a DWARF type is shown as, and how the ABI passes it.
 enum Class {
     /// In the next integer register, or the next stack word.
@@ -324,6 +372,9 @@ enum Class {
     Sse(u8),
     /// On the stack, in this many words (a struct larger than 16 bytes).
     Memory(u16),
+    /// A Rust `&str`: its pointer and its length, each as an integer
+    /// argument (returned in rax and rdx).
+    StrSlice,
     /// Passed in a way this reading cannot follow (a small struct, whose
     /// fields decide its registers; `long double`; `__int128`): shown as
     /// `{...}`, and nothing after it is read.
@@ -340,6 +391,10 @@ fn class(t: &Type, enums: &mut Vec<Vec<(i64, String)>>) -> Class {
         Type::Char => Class::Int(Format::Char, 1),
         Type::Pointer => Class::Int(Format::Ptr, 8),
         Type::CString => Class::Int(Format::Str, 8),
+        Type::StdString => Class::Int(Format::StdString, 8),
+        // Its address: shown as the struct it is.
+        Type::ByAddress => Class::Int(Format::Aggregate, 8),
+        Type::StrSlice => Class::StrSlice,
         Type::Enum {
             size: s @ (1 | 2 | 4 | 8),
             values,
@@ -379,28 +434,59 @@ pub fn from_dwarf(p: &Params) -> Option<ArgSpec> {
         enums: Vec::new(),
     };
     // A struct returned in memory takes the first register for its address.
-    let mut ints = usize::from(matches!(p.ret, Some(Type::Aggregate { size }) if size > 16));
+    let mut ints = usize::from(
+        matches!(
+            p.ret,
+            Some(Type::Aggregate { size }) if size > 16
+        ) || matches!(p.ret, Some(Type::StdString | Type::ByAddress)),
+    );
     let (mut fps, mut stack) = (0u8, 1u16);
+    // The next integer argument's place.
+    let next_int = |ints: &mut usize, stack: &mut u16| {
+        *ints += 1;
+        match INT_ARGS.get(*ints - 1) {
+            Some(&r) => Place::Reg(r),
+            None => {
+                *stack += 1;
+                Place::Stack(*stack - 1)
+            }
+        }
+    };
     for (i, t) in p.params.iter().enumerate().take(MAX_ITEMS) {
         let n = i as u16 + 1;
         let at_entry = p.at_entry.get(i).copied().unwrap_or(AtEntry::Abi);
         let item = match class(t, &mut spec.enums) {
+            Class::StrSlice => {
+                let ptr = next_int(&mut ints, &mut stack);
+                let len = next_int(&mut ints, &mut stack);
+                match at_entry {
+                    AtEntry::Abi => Item::arg(n, ptr, Format::Slice(len), 8),
+                    AtEntry::Pair(a, b) => match (dwarf_gp(a), dwarf_gp(b)) {
+                        (Some(a), Some(b)) => Item::arg(n, Place::Reg(a), Format::Slice(Place::Reg(b)), 8),
+                        _ => Item::arg(n, ptr, Format::Unknown, 1),
+                    },
+                    _ => Item::arg(n, ptr, Format::Unknown, 1),
+                }
+            }
             Class::Int(format, size) => {
-                let place = match INT_ARGS.get(ints) {
-                    Some(&r) => Place::Reg(r),
-                    None => {
-                        stack += 1;
-                        Place::Stack(stack - 1)
-                    }
-                };
-                ints += 1;
+                let place = next_int(&mut ints, &mut stack);
                 match at_entry {
                     AtEntry::Abi => Item::arg(n, place, format, size),
                     AtEntry::Reg(r) => match dwarf_gp(r) {
                         Some(reg) => Item::arg(n, Place::Reg(reg), format, size),
                         None => Item::arg(n, place, Format::Unknown, 1),
                     },
-                    AtEntry::Unknown => Item::arg(n, place, Format::Unknown, 1),
+                    // A struct passed by its address, in memory at the
+                    // address this register holds: that is the value.
+                    AtEntry::At(r) if matches!(format, Format::Aggregate | Format::StdString) => {
+                        match dwarf_gp(r) {
+                            Some(reg) => Item::arg(n, Place::Reg(reg), format, size),
+                            None => Item::arg(n, place, Format::Unknown, 1),
+                        }
+                    }
+                    AtEntry::Unknown | AtEntry::Pair(..) | AtEntry::At(_) => {
+                        Item::arg(n, place, Format::Unknown, 1)
+                    }
                 }
             }
             Class::Sse(size) => {
@@ -435,6 +521,7 @@ pub fn from_dwarf(p: &Params) -> Option<ArgSpec> {
     spec.retval = match p.ret.as_ref().map(|t| class(t, &mut spec.enums)) {
         Some(Class::Int(format, size)) => Some(Item::retval(format, size)),
         Some(Class::Sse(size)) => Some(Item::retval(Format::Float, size)),
+        Some(Class::StrSlice) => Some(Item::retval(Format::Slice(Place::Reg(RDX)), 8)),
         _ => None,
     };
     (!spec.args.is_empty() || spec.retval.is_some()).then_some(spec)

@@ -98,10 +98,50 @@ pub fn fast_graph(role: Role, shape: Shape, open: bool) -> Option<usize> {
 
 /// function_graph's fast entry for an entry site of a function whose
 /// arguments are recorded, all integers in their ABI registers: its slot's
-/// data word points at the frame word and the descriptor
-/// (`args::fast_descriptor`).
+/// data word points at the function's [`ArgWords`].
 pub fn fast_graph_args() -> usize {
     fntrace_fast_entry_args as *const () as usize
+}
+
+/// What `fntrace_fast_entry_args` reads of a function, made once
+/// (`args::fast_words`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgWords {
+    /// The frame word (`fid | flags << 32`).
+    pub frame: u64,
+    /// The descriptor (`fntrace_format::values::register_descriptor`).
+    pub descriptor: u64,
+    /// The `DATA` word: `DATA_REGISTERS`, K + 1 payload words.
+    pub data: u64,
+    /// K, the argument registers to record (1 to 6).
+    pub count: u64,
+    /// Where the copy of the K registers begins.
+    pub copy: usize,
+}
+
+impl ArgWords {
+    /// The words of a function whose frame word is `frame` and whose
+    /// descriptor is `descriptor` (its count, K, in the top byte).
+    pub fn new(frame: u64, descriptor: u64) -> Option<ArgWords> {
+        let copies: [unsafe extern "C" fn(); 6] = [
+            fntrace_args_copy1,
+            fntrace_args_copy2,
+            fntrace_args_copy3,
+            fntrace_args_copy4,
+            fntrace_args_copy5,
+            fntrace_args_copy6,
+        ];
+        let count = descriptor >> 56;
+        let copy = *copies.get((count as usize).checked_sub(1)?)? as *const () as usize;
+        Some(ArgWords {
+            frame,
+            descriptor,
+            data: fntrace_format::event::data_word(fntrace_format::event::DATA_REGISTERS, count as u32 + 1),
+            count,
+            copy,
+        })
+    }
 }
 
 /// The profiler's return trampoline (the address its hijacked slots get).
@@ -186,6 +226,12 @@ extern "C" {
     fn fntrace_return_to_handler();
     fn fntrace_fast_entry();
     fn fntrace_fast_entry_args();
+    fn fntrace_args_copy1();
+    fn fntrace_args_copy2();
+    fn fntrace_args_copy3();
+    fn fntrace_args_copy4();
+    fn fntrace_args_copy5();
+    fn fntrace_args_copy6();
     fn fntrace_fast_entry_mcount();
     fn fntrace_fast_open();
     fn fntrace_fast_exit();
@@ -431,11 +477,12 @@ fntrace_tls_thread:
     // registers, in order (`args::fast_descriptor`): as
     // fntrace_fast_entry, and the event is followed, in the same
     // reservation, by a DATA word, the descriptor and one word per
-    // argument register (`DATA_REGISTERS`). r11 points at two words: the
-    // frame word and the descriptor (its top byte, K, the registers to
-    // record, 1 to 6). r10 (the static chain) is kept. Nothing is written
-    // past the write pointer before the commit: a word there could be
-    // left behind, and read later in place of a zero.
+    // argument register (`DATA_REGISTERS`). r11 points at the function's
+    // `ArgWords` (`args::fast_words`): the frame word, the descriptor, the
+    // DATA word, K (the registers to record, 1 to 6) and where to enter
+    // the copy below to copy K. r10 (the static chain) is kept. Nothing
+    // is written past the write pointer before the commit: a word there
+    // could be left behind, and read later in place of a zero.
     .text
     .p2align 4
     .globl fntrace_fast_entry_args
@@ -453,8 +500,7 @@ fntrace_fast_entry_args:
 1:
     FNTRACE_CURSOR 8f, rdi, edi, r9, r9d
     // Room for the K + 2 words after the event.
-    mov rax, [r10 + 8]
-    shr rax, 56
+    mov rax, [r10 + 24]
     lea rax, [r9 + rax * 8 + 16]
     cmp rax, [rcx + {fend}]
     jae 8f
@@ -473,8 +519,7 @@ fntrace_fast_entry_args:
     FNTRACE_DELTA 8f
     lea edx, [r11 * 8]
     or rdx, rax
-    mov rsi, [r10 + 8]
-    shr rsi, 56
+    mov rsi, [r10 + 24]
     lea rsi, [rdi + rsi + 2]
     add rsi, [rip + {step_push}]
     FNTRACE_COMMIT rdi, rsi, rdx, "[r9]"
@@ -482,35 +527,41 @@ fntrace_fast_entry_args:
     // a reader parses from any prefix (a signal in between may leave the
     // rest 0: read as lost events; registers without their descriptor,
     // written last, are said not written): the DATA word, the K
-    // registers, the descriptor.
-    mov rax, [r10 + 8]
-    shr rax, 56
-    lea rdx, [rax * 8 + 8]
-    or rdx, [rip + {data_registers}]
+    // registers (from the last: the copy is entered at its K-th step and
+    // falls through), the descriptor.
+    mov rdx, [r10 + 16]
     mov [r9 + 8], rdx
-    mov rdx, [rsp + 16]
-    mov [r9 + 24], rdx
-    cmp eax, 1
-    jbe 3f
-    mov rdx, [rsp + 24]
-    mov [r9 + 32], rdx
-    cmp eax, 2
-    jbe 3f
-    mov rdx, [rsp + 40]
-    mov [r9 + 40], rdx
-    cmp eax, 3
-    jbe 3f
-    mov rdx, [rsp + 32]
-    mov [r9 + 48], rdx
-    cmp eax, 4
-    jbe 3f
-    mov rdx, [rsp + 8]
-    mov [r9 + 56], rdx
-    cmp eax, 5
-    jbe 3f
+    jmp qword ptr [r10 + 32]
+    .globl fntrace_args_copy6
+    .hidden fntrace_args_copy6
+fntrace_args_copy6:
     mov rdx, [rsp]
     mov [r9 + 64], rdx
-3:
+    .globl fntrace_args_copy5
+    .hidden fntrace_args_copy5
+fntrace_args_copy5:
+    mov rdx, [rsp + 8]
+    mov [r9 + 56], rdx
+    .globl fntrace_args_copy4
+    .hidden fntrace_args_copy4
+fntrace_args_copy4:
+    mov rdx, [rsp + 32]
+    mov [r9 + 48], rdx
+    .globl fntrace_args_copy3
+    .hidden fntrace_args_copy3
+fntrace_args_copy3:
+    mov rdx, [rsp + 40]
+    mov [r9 + 40], rdx
+    .globl fntrace_args_copy2
+    .hidden fntrace_args_copy2
+fntrace_args_copy2:
+    mov rdx, [rsp + 24]
+    mov [r9 + 32], rdx
+    .globl fntrace_args_copy1
+    .hidden fntrace_args_copy1
+fntrace_args_copy1:
+    mov rdx, [rsp + 16]
+    mov [r9 + 24], rdx
     mov rdx, [r10 + 8]
     mov [r9 + 16], rdx
     pop r9
@@ -688,6 +739,9 @@ fntrace_return_to_handler:
     lea rdx, [rip + fntrace_return_to_handler]
     cmp r10, rdx
     je 8f
+    movzx eax, byte ptr [rsi - {ret_tag}]
+    test eax, eax
+    jnz 5f
     FNTRACE_DELTA 8f
     mov edx, dword ptr [rsi - 32]
     lea rdx, [rdx * 8 + 1]
@@ -695,6 +749,33 @@ fntrace_return_to_handler:
     mov rsi, r9
     add rsi, [rip + {step_pop}]
     FNTRACE_COMMIT r9, rsi, rdx, "[rdi]"
+    mov rax, r8
+    mov rdx, r11
+    jmp r10
+5:
+    // A return value to record (`-R`: the frame's tag of it, an integer
+    // in rax): the EXIT is followed, in the same reservation, by a DATA
+    // word, the descriptor (count 1, the tag; kept in the red zone until
+    // written last: the frame may be reused once popped) and rax.
+    lea rdx, [rdi + 24]
+    cmp rdx, [rcx + {fend}]
+    jae 8f
+    bts rax, 56
+    mov [rsp - 16], rax
+    FNTRACE_DELTA 8f
+    mov edx, dword ptr [rsi - 32]
+    lea rdx, [rdx * 8 + 1]
+    or rdx, rax
+    mov rsi, r9
+    add rsi, [rip + {step_pop}]
+    add rsi, 3
+    FNTRACE_COMMIT r9, rsi, rdx, "[rdi]"
+    mov rax, [rip + {data_registers}]
+    or rax, 2 << 3
+    mov [rdi + 8], rax
+    mov [rdi + 24], r8
+    mov rax, [rsp - 16]
+    mov [rdi + 16], rax
     mov rax, r8
     mov rdx, r11
     jmp r10
@@ -996,6 +1077,7 @@ fntrace_prof_exit:
     base = const off::BASE,
     shadow_bytes = const SHADOW * 64,
     frames_off = const super::thread::FRAMES_OFF,
+    ret_tag = const super::thread::RET_TAG_FROM_END,
     fallback_ops = sym FALLBACK_OPS,
     fallback_entry = sym FALLBACK_ENTRY,
     fallback_mcount = sym FALLBACK_MCOUNT,

@@ -39,8 +39,9 @@ use crate::sys;
 /// else function_graph's.
 fn handler(fid: u32) -> usize {
     let flags = fids::flags(fid);
-    if flags & fids::RETVAL != 0 {
-        // The return value is read from the registers it saves.
+    if flags & fids::RETVAL != 0 && super::hijacked_flags(fid) >> thread::F_RET_TAG_SHIFT == 0 {
+        // The return value is read from the registers it saves (the fast
+        // return path records only the integers in rax).
         return super::asm::return_trampoline_all();
     }
     if flags & fids::PLAIN != 0 {
@@ -124,9 +125,10 @@ unsafe fn entry_frame(regs: *const Regs, bare: bool, slot: usize) -> args::Frame
 }
 
 /// The return registers, for a return value.
-fn return_frame(rax: u64, xmm0: u64) -> args::Frame {
+fn return_frame(rax: u64, rdx: u64, xmm0: u64) -> args::Frame {
     let mut f = args::Frame::default();
     f.gp[0] = rax;
+    f.gp[3] = rdx;
     f.xmm[0] = xmm0;
     f
 }
@@ -153,7 +155,13 @@ pub unsafe extern "C" fn graph_exit(
                 let ret = (fids::flags(fid) & fids::RETVAL != 0 && !regs.is_null()).then(|| {
                     // SAFETY: a non-null `regs` is the live frame the regs
                     // routine built for this exit site (never a bare one).
-                    unsafe { return_frame((*regs).rax, crate::routines::saved_vector(regs, false, 0)) }
+                    unsafe {
+                        return_frame(
+                            (*regs).rax,
+                            (*regs).rdx,
+                            crate::routines::saved_vector(regs, false, 0),
+                        )
+                    }
                 });
                 close_with(&mut t, top, Kind::Exit, now, ret.as_ref());
             } else {
@@ -168,7 +176,7 @@ pub unsafe extern "C" fn graph_exit(
                     f.orig = *p;
                     *p = handler(f.fid);
                 }
-                f.flags |= F_HIJACKED;
+                f.flags |= super::hijacked_flags(f.fid);
             }
         }
     }
@@ -192,14 +200,32 @@ pub unsafe extern "C" fn function_entry(
     ip: usize,
     parent: usize,
     _: *mut RawOps,
-    _: *mut Regs,
-    _: *mut usize,
+    regs: *mut Regs,
+    slot: *mut usize,
 ) {
     let Some(mut t) = thread::enter() else { return };
     let now = clock::now();
     let fid = fids::of_ip(ip);
     if triggers(&mut t, fid, now) {
-        t.emit(Kind::EntryCaller, fid, now, Some(parent as u64));
+        let flags = fids::flags(fid);
+        match fids::spec(fid).filter(|_| flags & fids::ARGS != 0 && !regs.is_null()) {
+            Some(spec) => {
+                // SAFETY: a non-null `regs` is the frame the regs routine
+                // built for this call, live until this callback returns.
+                let frame = unsafe { entry_frame(regs, flags & fids::PLAIN != 0, slot as usize) };
+                args::capture(spec, spec.args.iter(), &frame, |bytes| {
+                    t.emit_values(
+                        Kind::EntryCaller,
+                        fid,
+                        now,
+                        Some(parent as u64),
+                        event::DATA_ARGS,
+                        bytes,
+                    )
+                })
+            }
+            None => t.emit(Kind::EntryCaller, fid, now, Some(parent as u64)),
+        }
     }
     t.leave();
 }
@@ -346,7 +372,7 @@ unsafe fn enter_frame(t: &mut Owner, fid: u32, slot: usize, now: u64, values: Op
         // SAFETY: the caller's slot holds the traced function's return
         // address; this thread alone uses it.
         f.orig = unsafe { *(slot as *const usize) };
-        f.flags |= F_HIJACKED;
+        f.flags |= super::hijacked_flags(fid);
     }
     if flags & NOTRACE != 0 {
         // Hidden with its callees: a frame only to know when it ends.
@@ -369,7 +395,7 @@ unsafe fn enter_frame(t: &mut Owner, fid: u32, slot: usize, now: u64, values: Op
         Tracer::Profile => profile::enter(t, fid),
         _ if cfg.time_filter == 0 => match (values, fids::spec(fid)) {
             (Some(frame), Some(spec)) => args::capture(spec, spec.args.iter(), frame, |bytes| {
-                t.emit_values(Kind::Entry, fid, now, event::DATA_ARGS, bytes)
+                t.emit_values(Kind::Entry, fid, now, None, event::DATA_ARGS, bytes)
             }),
             _ => t.emit(Kind::Entry, fid, now, None),
         },
@@ -415,7 +441,16 @@ fn close_with(t: &mut Owner, f: Frame, kind: Kind, now: u64, ret: Option<&args::
         }
         _ if cfg.time_filter > 0 => {
             if dur >= cfg.time_filter {
-                t.emit(Kind::Call, f.fid, now, Some(dur));
+                // A whole call, at its end: with its return value where
+                // one is asked for (its arguments are gone by now).
+                match ret.and_then(|frame| Some((frame, fids::spec(f.fid)?))) {
+                    Some((frame, spec)) if kind == Kind::Exit && spec.retval.is_some() => {
+                        args::capture(spec, spec.retval.iter(), frame, |bytes| {
+                            t.emit_values(Kind::Call, f.fid, now, Some(dur), event::DATA_RETVAL, bytes)
+                        })
+                    }
+                    _ => t.emit(Kind::Call, f.fid, now, Some(dur)),
+                }
             }
         }
         _ => match ret
@@ -424,7 +459,7 @@ fn close_with(t: &mut Owner, f: Frame, kind: Kind, now: u64, ret: Option<&args::
         {
             Some((frame, spec)) if spec.retval.is_some() => {
                 args::capture(spec, spec.retval.iter(), frame, |bytes| {
-                    t.emit_values(kind, f.fid, now, event::DATA_RETVAL, bytes)
+                    t.emit_values(kind, f.fid, now, None, event::DATA_RETVAL, bytes)
                 })
             }
             _ => t.emit(kind, f.fid, now, None),
@@ -443,9 +478,10 @@ pub extern "C" fn graph_return(slot: usize, saved: *const u64) -> usize {
     if t.top_slot().is_some_and(|top| top != slot) {
         end_other_stacks(&mut t, slot, now);
     }
-    // SAFETY: `saved` is the return trampoline's save area: `rax` first,
-    // the vector registers from `RETURN_VECS` (`fntrace_return_all`).
-    let regs = unsafe { return_frame(*saved, *saved.add(super::asm::RETURN_VECS / 8)) };
+    // SAFETY: `saved` is the return trampoline's save area: `rax` and
+    // `rdx` first, the vector registers from `RETURN_VECS`
+    // (`fntrace_return_all`).
+    let regs = unsafe { return_frame(*saved, *saved.add(1), *saved.add(super::asm::RETURN_VECS / 8)) };
     let mut ret = 0;
     while let Some(top) = t.top() {
         if top.slot != slot {

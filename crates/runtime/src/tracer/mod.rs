@@ -128,10 +128,11 @@ fn parse(settings: &Settings) -> Result<Parsed, String> {
         Filter::default()
     };
     let triggers = fids::parse_triggers(&settings.triggers)?;
-    // Values are recorded with the calls of function_graph (not with the
-    // function tracer's entries, nor by the profiler, nor under a time
-    // filter, which writes whole calls).
-    let args = if kind == Tracer::Graph && time_filter_ns == 0 {
+    // Values are recorded with the calls of function_graph (under a time
+    // filter, which writes whole calls at their end, only return values)
+    // and with the function tracer's entries (arguments only); the
+    // profiler keeps none. The command line says what is not recorded.
+    let args = if kind != Tracer::Profile {
         args::Specs {
             wanted: args::parse(&settings.args)?,
             auto: settings.auto_args,
@@ -400,6 +401,19 @@ pub fn threads_inside() -> usize {
 /// The tracer's ops and its generic entry routine, when the fast paths are on.
 static FAST_OPS: AtomicUsize = AtomicUsize::new(0);
 
+/// The flags of a frame whose return is hijacked, for function `fid`:
+/// with the tag of its return value where the fast return path records
+/// it (function_graph, no `--time-filter`).
+pub(crate) fn hijacked_flags(fid: u32) -> u32 {
+    let cfg = config();
+    let tag = fids::spec(fid)
+        .filter(|_| cfg.kind == Tracer::Graph && cfg.time_filter == 0)
+        .filter(|_| fids::flags(fid) & (fids::RETVAL | fids::PLAIN) == fids::RETVAL)
+        .and_then(args::fast_ret_tag)
+        .unwrap_or(0);
+    thread::F_HIJACKED | u32::from(tag) << thread::F_RET_TAG_SHIFT
+}
+
 /// For a site of the tracer's ops that the fast entry path can serve: the
 /// slot's data word (the `ENTRY` event word of its function) and routine
 /// (the ops's [`crate::ops::SiteSlot`]).
@@ -409,21 +423,28 @@ fn fast_slot(ops: &RawOps, site: &SlotSite) -> Option<(usize, usize)> {
         return None;
     }
     // Functions with values to record take the generic routine, which
-    // builds the register frame; but integer arguments in their registers,
-    // at an entry site of function_graph whose return is hijacked, have a
-    // fast path of their own.
+    // builds the register frame; but at an entry site of function_graph
+    // whose return is hijacked, integer arguments in their registers have
+    // a fast entry of their own, and an integer return value the fast
+    // return path (its tag in the frame's flags: `thread::F_RET_TAG_SHIFT`).
     let flags = fids::flags(site.fid);
     if flags & (fids::ARGS | fids::RETVAL) != 0 {
-        let fast = flags & (fids::RETVAL | fids::HAS_EXIT | fids::PLAIN) == 0
+        let fast = flags & (fids::HAS_EXIT | fids::PLAIN) == 0
             && site.role == fntrace_core::Role::Entry
             && config().kind == Tracer::Graph;
         if !fast {
             return None;
         }
-        let descriptor = fids::spec(site.fid).and_then(args::fast_descriptor)?;
-        let frame = site.fid as u64 | (thread::F_HIJACKED as u64) << 32;
+        let spec = fids::spec(site.fid)?;
+        let frame = site.fid as u64 | (hijacked_flags(site.fid) as u64) << 32;
+        if flags & fids::RETVAL != 0 && args::fast_ret_tag(spec).is_none() {
+            return None;
+        }
+        if flags & fids::ARGS == 0 {
+            return Some((frame as usize, asm::fast_graph(site.role, site.shape, false)?));
+        }
         return Some((
-            args::fast_words(site.fid, frame, descriptor),
+            args::fast_words(site.fid, frame, args::fast_descriptor(spec)?)?,
             asm::fast_graph_args(),
         ));
     }

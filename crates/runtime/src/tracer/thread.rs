@@ -83,6 +83,12 @@ pub const F_NOTRACE: u32 = 16;
 /// Put back for a forced unwind (`pthread_exit`): the frame ends without
 /// returning (`UNWIND`), as C frames do.
 pub const F_FORCED: u32 = 32;
+/// The top byte of a hijacked frame's flags: the tag of its return value
+/// when the fast return path records it (`args::fast_ret_tag`), else 0.
+pub const F_RET_TAG_SHIFT: u32 = 24;
+/// Where the fast return path reads that tag: its byte, from the end of
+/// the frame (the top frame ends at the depth).
+pub const RET_TAG_FROM_END: usize = 64 - std::mem::offset_of!(Frame, flags) - (F_RET_TAG_SHIFT as usize / 8);
 
 /// One part of a thread's buffer.
 #[repr(C)]
@@ -655,26 +661,44 @@ impl Owner {
         }
     }
 
-    /// Writes an event followed by a `DATA` event of tag `tag` whose
-    /// payload is `values` (bytes, zero-padded to whole words): both in
-    /// one commit, so that nothing comes between them. Only the generic
+    /// Writes an event (with its `payload` word, for the kinds that have
+    /// one) followed by a `DATA` event of tag `tag` whose payload is
+    /// `values` (bytes, zero-padded to whole words): both in one commit,
+    /// so that nothing comes between them. Only the generic
     /// paths call it (exclusive: no handler's event can interleave).
-    pub fn emit_values(&mut self, kind: Kind, fid: u32, now: u64, tag: u32, values: &[u8]) {
-        fn pack<const N: usize>(t: &mut Owner, kind: Kind, fid: u32, now: u64, tag: u32, values: &[u8]) {
+    pub fn emit_values(
+        &mut self,
+        kind: Kind,
+        fid: u32,
+        now: u64,
+        payload: Option<u64>,
+        tag: u32,
+        values: &[u8],
+    ) {
+        fn pack<const N: usize>(
+            t: &mut Owner,
+            (kind, fid, now, payload): (Kind, u32, u64, Option<u64>),
+            tag: u32,
+            values: &[u8],
+        ) {
             let mut words = [0u64; N];
-            let n = values.len().div_ceil(8).min(N - 1);
-            words[0] = event::data_word(tag, n as u32);
-            for (w, chunk) in words[1..=n].iter_mut().zip(values.chunks(8)) {
+            // The event's own payload word first, then the DATA event.
+            let at = usize::from(payload.is_some());
+            words[0] = payload.unwrap_or(0);
+            let n = values.len().div_ceil(8).min(N - 1 - at);
+            words[at] = event::data_word(tag, n as u32);
+            for (w, chunk) in words[at + 1..=at + n].iter_mut().zip(values.chunks(8)) {
                 let mut bytes = [0u8; 8];
                 bytes[..chunk.len()].copy_from_slice(chunk);
                 *w = u64::from_le_bytes(bytes);
             }
-            t.emit_words(kind, fid, now, &words[..=n]);
+            t.emit_words(kind, fid, now, &words[..=at + n]);
         }
-        if values.len() <= 15 * 8 {
-            pack::<16>(self, kind, fid, now, tag, values);
+        let event = (kind, fid, now, payload);
+        if values.len() <= 14 * 8 {
+            pack::<16>(self, event, tag, values);
         } else {
-            pack::<{ 1 + fntrace_format::values::MAX_PAYLOAD / 8 }>(self, kind, fid, now, tag, values);
+            pack::<{ 2 + fntrace_format::values::MAX_PAYLOAD / 8 }>(self, event, tag, values);
         }
     }
 
@@ -755,7 +779,11 @@ impl Owner {
             s.fend.store(0, Ordering::Relaxed);
             super::writer::wake();
         }
-        let next = s.next_chunk.load(Ordering::Relaxed);
+        let next = if s.flight {
+            s.next_chunk.load(Ordering::Relaxed)
+        } else {
+            s.chunk_to_fill()
+        };
         let c = &s.chunks[next];
         let took = c
             .state
@@ -895,6 +923,25 @@ impl Shared {
     fn bump(&self, delta: u64) {
         let c = self.cursor.load(Ordering::Relaxed);
         self.cursor.store(cursor_bump(c, delta), Ordering::Release);
+    }
+
+    /// The chunk to fill next, outside the flight recorder: the first
+    /// free one, so that a thread the writer keeps up with goes back and
+    /// forth between the first chunks, whose memory it has touched, and
+    /// touches the rest of its buffer only when the writer falls behind (a
+    /// page of fresh memory costs a fault, about as much as the hundred
+    /// calls that fill it: `BENCHMARKS.md`, "Arguments"); else the oldest
+    /// full one, which the writer frees first (it writes them in order).
+    fn chunk_to_fill(&self) -> usize {
+        let state = |i: usize| self.chunks[i].state.load(Ordering::Acquire);
+        (0..NCHUNKS)
+            .find(|&i| state(i) == FREE)
+            .or_else(|| {
+                (0..NCHUNKS)
+                    .filter(|&i| state(i) != FILLING)
+                    .min_by_key(|&i| self.chunks[i].seq.load(Ordering::Relaxed))
+            })
+            .unwrap_or(0)
     }
 
     /// Throws away everything buffered (a forked child: the parent writes

@@ -23,6 +23,26 @@ fn scale(x: f64, k: u16) -> f64 {
     r
 }
 
+// A `&str` in (two registers: pointer and length) and out (rax and rdx).
+// Exported (`no_mangle`): LLVM keeps the Rust convention of a function
+// others may call, where it would otherwise change this one's.
+#[inline(never)]
+#[no_mangle]
+pub fn pick<'a>(a: &'a str, b: &'a str, first: bool) -> &'a str {
+    let r = if first { a } else { b };
+    println!("pick({}, {}, {first}) = {}", shown(a), shown(b), shown(r));
+    r
+}
+
+// A string as fntrace shows it: quoted, cut at 128 bytes.
+fn shown(s: &str) -> String {
+    if s.len() > 128 {
+        format!("{:?}...", &s[..128])
+    } else {
+        format!("{s:?}")
+    }
+}
+
 // Called with a constant and its result unused: LLVM drops `b` and the
 // return value from its convention (DW_CC_nocall), so -a must show nothing
 // rather than what is in the registers.
@@ -43,5 +63,12 @@ fn main() {
         }
         total += scale(0.5 * (n + i) as f64, (n + i) as u16) as i64;
     }
+    let long = "y".repeat(130 + n as usize);
+    let word = if n > 1 { "many" } else { "one" };
+    let mut len = 0;
+    for (a, b) in [(word, "other"), ("", long.as_str()), (long.as_str(), word)] {
+        len += pick(a, b, len % 2 == 0).len();
+    }
+    total += len as i64;
     std::process::exit((total & 0x3f) as i32);
 }
