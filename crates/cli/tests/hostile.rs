@@ -175,13 +175,9 @@ fn signal_handlers_calling_traced_code() {
                 check_storm(&what, &traced, &dir, 20_000);
             }
         }
-        // With arguments recorded (integers in registers: the fast path
-        // of the entry styles), the storm reads whole as before. (XRay's
-        // functions have exit sleds: their arguments take the generic
-        // path while the handler's own entry stays fast, so a handler can
-        // be traced while its leaf is counted not traced: the pairing
-        // check_storm makes does not hold there. #20's note.)
-        if style != Style::Xray {
+        // With arguments recorded (integers in registers: the fast paths,
+        // XRay's entry sleds' too), the storm reads whole as before.
+        {
             let alone = untraced(&exe, &["kill"]);
             let what = format!("{} with -A", style.name());
             let options = ["--buffer-size", "64M", "-A", "rec@arg1/i32", "-A", "hleaf@arg1"];

@@ -97,10 +97,16 @@ pub fn fast_graph(role: Role, shape: Shape, open: bool) -> Option<usize> {
 }
 
 /// function_graph's fast entry for an entry site of a function whose
-/// arguments are recorded, all integers in their ABI registers: its slot's
+/// arguments are recorded, all integers in their ABI registers (`open`: a
+/// function with exit sleds, whose return is not hijacked): its slot's
 /// data word points at the function's [`ArgWords`].
-pub fn fast_graph_args() -> usize {
-    fntrace_fast_entry_args as *const () as usize
+pub fn fast_graph_args(open: bool) -> usize {
+    let f: unsafe extern "C" fn() = if open {
+        fntrace_fast_open_args
+    } else {
+        fntrace_fast_entry_args
+    };
+    f as usize
 }
 
 /// What `fntrace_fast_entry_args` reads of a function, made once
@@ -226,6 +232,7 @@ extern "C" {
     fn fntrace_return_to_handler();
     fn fntrace_fast_entry();
     fn fntrace_fast_entry_args();
+    fn fntrace_fast_open_args();
     fn fntrace_args_copy1();
     fn fntrace_args_copy2();
     fn fntrace_args_copy3();
@@ -338,6 +345,23 @@ fntrace_tls_thread:
     cmpxchg [rcx + {cursor}], \new
     jne 1b
     mov \at, \event
+    .endm
+
+    // Publishes the EXIT of the top frame (it ends at rsi; r9 is the
+    // cursor read, rdi where the event goes) and reserves \extra more
+    // words after it; to `8:` if the delta does not fit, back to `1:` if
+    // the exchange fails. Clobbers rax, rdx, rsi.
+    .macro FNTRACE_COMMIT_EXIT extra
+    FNTRACE_DELTA 8f
+    mov edx, dword ptr [rsi - 32]
+    lea rdx, [rdx * 8 + 1]
+    or rdx, rax
+    mov rsi, r9
+    add rsi, [rip + {step_pop}]
+    .if \extra
+    add rsi, \extra
+    .endif
+    FNTRACE_COMMIT r9, rsi, rdx, "[rdi]"
     .endm
 
     // The fast entry paths (function_graph: FNTRACE_FAST_ENTRY; function:
@@ -472,23 +496,25 @@ fntrace_tls_thread:
     // (which takes the ops from W + 8).
     FNTRACE_FAST_ENTRY fntrace_bare_fast_entry, "[rsp + 80]", {fallback_entry}, 1, 1
 
-    // function_graph's fast entry of a function whose arguments are
+    // function_graph's fast entries of a function whose arguments are
     // recorded (`-A`, `-a`) where all of them are integers in their ABI
-    // registers, in order (`args::fast_descriptor`): as
-    // fntrace_fast_entry, and the event is followed, in the same
-    // reservation, by a DATA word, the descriptor and one word per
-    // argument register (`DATA_REGISTERS`). r11 points at the function's
-    // `ArgWords` (`args::fast_words`): the frame word, the descriptor, the
-    // DATA word, K (the registers to record, 1 to 6) and where to enter
-    // the copy below to copy K. r10 (the static chain) is kept. Nothing
-    // is written past the write pointer before the commit: a word there
-    // could be left behind, and read later in place of a zero.
+    // registers, in order (`args::fast_descriptor`): as fntrace_fast_entry
+    // (`\hijack`) or fntrace_fast_open (a function with exit sleds), and
+    // the event is followed, in the same reservation, by a DATA word, the
+    // descriptor and one word per argument register (`DATA_REGISTERS`).
+    // r11 points at the function's `ArgWords` (`args::fast_words`): the
+    // frame word, the descriptor, the DATA word, K (the registers to
+    // record, 1 to 6) and where to enter the copy below to copy K. r10
+    // (the static chain) is kept. Nothing is written past the write
+    // pointer before the commit: a word there could be left behind, and
+    // read later in place of a zero.
+    .macro FNTRACE_FAST_ARGS name, hijack
     .text
     .p2align 4
-    .globl fntrace_fast_entry_args
-    .hidden fntrace_fast_entry_args
-    .type fntrace_fast_entry_args, @function
-fntrace_fast_entry_args:
+    .globl \name
+    .hidden \name
+    .type \name, @function
+\name:
     push r10
     FNTRACE_SAVE
     push r9
@@ -496,7 +522,9 @@ fntrace_fast_entry_args:
     // rcx [rsp+32], r8 [rsp+8], r9 [rsp]; the return slot at [rsp+72].
     mov r10, r11
     mov r11, [r10]
+    .if \hijack
     mov r8, [rsp + 72]
+    .endif
 1:
     FNTRACE_CURSOR 8f, rdi, edi, r9, r9d
     // Room for the K + 2 words after the event.
@@ -513,9 +541,11 @@ fntrace_fast_entry_args:
     jbe 8f
     mov [rsi], rdx
     mov [rsi + 32], r11
+    .if \hijack
     mov [rsi + 8], r8
     lea rax, [rip + fntrace_return_to_handler]
     mov [rsp + 72], rax
+    .endif
     FNTRACE_DELTA 8f
     lea edx, [r11 * 8]
     or rdx, rax
@@ -532,8 +562,28 @@ fntrace_fast_entry_args:
     mov rdx, [r10 + 16]
     mov [r9 + 8], rdx
     jmp qword ptr [r10 + 32]
+8:
+    .if \hijack
+    mov [rsp + 72], r8
+    .endif
+    pop r9
+    FNTRACE_RESTORE
+    pop r10
+    mov r11, [rip + {fallback_ops}]
+    jmp qword ptr [rip + {fallback_entry}]
+    .size \name, . - \name
+    .endm
+
+    FNTRACE_FAST_ARGS fntrace_fast_entry_args, 1
+    FNTRACE_FAST_ARGS fntrace_fast_open_args, 0
+
+    // The copy of both (the same stack, r9 the event, r10 the words), and
+    // their way out.
+    .text
+    .p2align 4
     .globl fntrace_args_copy6
     .hidden fntrace_args_copy6
+    .type fntrace_args_copy6, @function
 fntrace_args_copy6:
     mov rdx, [rsp]
     mov [r9 + 64], rdx
@@ -568,14 +618,7 @@ fntrace_args_copy1:
     FNTRACE_RESTORE
     pop r10
     ret
-8:
-    mov [rsp + 72], r8
-    pop r9
-    FNTRACE_RESTORE
-    pop r10
-    mov r11, [rip + {fallback_ops}]
-    jmp qword ptr [rip + {fallback_entry}]
-    .size fntrace_fast_entry_args, . - fntrace_fast_entry_args
+    .size fntrace_args_copy6, . - fntrace_args_copy6
 
     // The fast exit path (function_graph, XRay return sleds, patched as
     // `call slot; ret`): r11 is the slot's data word, the function's frame
@@ -742,13 +785,7 @@ fntrace_return_to_handler:
     movzx eax, byte ptr [rsi - {ret_tag}]
     test eax, eax
     jnz 5f
-    FNTRACE_DELTA 8f
-    mov edx, dword ptr [rsi - 32]
-    lea rdx, [rdx * 8 + 1]
-    or rdx, rax
-    mov rsi, r9
-    add rsi, [rip + {step_pop}]
-    FNTRACE_COMMIT r9, rsi, rdx, "[rdi]"
+    FNTRACE_COMMIT_EXIT 0
     mov rax, r8
     mov rdx, r11
     jmp r10
@@ -762,14 +799,7 @@ fntrace_return_to_handler:
     jae 8f
     bts rax, 56
     mov [rsp - 16], rax
-    FNTRACE_DELTA 8f
-    mov edx, dword ptr [rsi - 32]
-    lea rdx, [rdx * 8 + 1]
-    or rdx, rax
-    mov rsi, r9
-    add rsi, [rip + {step_pop}]
-    add rsi, 3
-    FNTRACE_COMMIT r9, rsi, rdx, "[rdi]"
+    FNTRACE_COMMIT_EXIT 3
     mov rax, [rip + {data_registers}]
     or rax, 2 << 3
     mov [rdi + 8], rax
@@ -820,13 +850,7 @@ fntrace_return_bare:
     lea rdx, [rip + fntrace_return_bare]
     cmp r10, rdx
     je 8f
-    FNTRACE_DELTA 8f
-    mov edx, dword ptr [rsi - 32]
-    lea rdx, [rdx * 8 + 1]
-    or rdx, rax
-    mov rsi, r9
-    add rsi, [rip + {step_pop}]
-    FNTRACE_COMMIT r9, rsi, rdx, "[rdi]"
+    FNTRACE_COMMIT_EXIT 0
     mov [rsp - 8], r10
     mov rax, r8
     mov rdx, r11

@@ -423,30 +423,42 @@ fn fast_slot(ops: &RawOps, site: &SlotSite) -> Option<(usize, usize)> {
         return None;
     }
     // Functions with values to record take the generic routine, which
-    // builds the register frame; but at an entry site of function_graph
-    // whose return is hijacked, integer arguments in their registers have
-    // a fast entry of their own, and an integer return value the fast
-    // return path (its tag in the frame's flags: `thread::F_RET_TAG_SHIFT`).
+    // builds the register frame; but at an entry site of function_graph,
+    // integer arguments in their registers have fast entries of their own
+    // (whose frames the fast exit of a function with exit sleds closes),
+    // and an integer return value of a function whose return is hijacked
+    // the fast return path (its tag in the frame's flags:
+    // `thread::F_RET_TAG_SHIFT`). A function's entry and exit take the
+    // fast paths together or not at all: a signal handler's traced calls
+    // are then counted the same way as the calls they interrupt.
     let flags = fids::flags(site.fid);
     if flags & (fids::ARGS | fids::RETVAL) != 0 {
-        let fast = flags & (fids::HAS_EXIT | fids::PLAIN) == 0
-            && site.role == fntrace_core::Role::Entry
-            && config().kind == Tracer::Graph;
-        if !fast {
+        let open = flags & fids::HAS_EXIT != 0;
+        if flags & fids::PLAIN != 0 || config().kind != Tracer::Graph {
             return None;
         }
         let spec = fids::spec(site.fid)?;
-        let frame = site.fid as u64 | (hijacked_flags(site.fid) as u64) << 32;
-        if flags & fids::RETVAL != 0 && args::fast_ret_tag(spec).is_none() {
+        if flags & fids::RETVAL != 0 && (open || args::fast_ret_tag(spec).is_none()) {
             return None;
         }
-        if flags & fids::ARGS == 0 {
-            return Some((frame as usize, asm::fast_graph(site.role, site.shape, false)?));
-        }
-        return Some((
-            args::fast_words(site.fid, frame, args::fast_descriptor(spec)?)?,
-            asm::fast_graph_args(),
-        ));
+        let frame = if open {
+            site.fid as u64
+        } else {
+            site.fid as u64 | (hijacked_flags(site.fid) as u64) << 32
+        };
+        return match site.role {
+            fntrace_core::Role::Entry if flags & fids::ARGS == 0 => {
+                Some((frame as usize, asm::fast_graph(site.role, site.shape, false)?))
+            }
+            fntrace_core::Role::Entry => Some((
+                args::fast_words(site.fid, frame, args::fast_descriptor(spec)?)?,
+                asm::fast_graph_args(open),
+            )),
+            fntrace_core::Role::Exit if open && args::fast_descriptor(spec).is_some() => {
+                Some((frame as usize, asm::fast_graph(site.role, site.shape, true)?))
+            }
+            _ => None,
+        };
     }
     use fntrace_format::event::{word_of, Kind};
     if let Shape::Bare { .. } = site.shape {
