@@ -194,12 +194,15 @@ impl Color {
     /// `NO_COLOR` is set.
     pub fn enabled(self) -> bool {
         use std::io::IsTerminal;
+        self.enabled_for(std::io::stdout().is_terminal())
+    }
+
+    /// Whether to colour an output that is a terminal (`terminal`) or not.
+    pub fn enabled_for(self, terminal: bool) -> bool {
         match self {
             Color::Always => true,
             Color::Never => false,
-            Color::Auto => {
-                std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
-            }
+            Color::Auto => std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && terminal,
         }
     }
 }

@@ -217,12 +217,14 @@ fn record(work: &Work, exe: &Path, options: &[&str], args: &[&str], plain: &Outp
     data
 }
 
-/// `fntrace live --color never OPTIONS -- EXE`: its exit status must be
-/// that of `plain`, its output the program's output then the trace. Returns
-/// the trace part.
+/// `fntrace live --color never -o FILE OPTIONS -- EXE`: its exit status
+/// must be that of `plain`, its output exactly the program's, and FILE the
+/// trace, which it returns.
 fn live(work: &Work, exe: &Path, options: &[&str], plain: &Output, problems: &mut Vec<String>) -> String {
     let exe = exe.display().to_string();
-    let mut all = vec!["live", "--no-libcall", "--color", "never"];
+    let file = work.path("live.txt");
+    let file_arg = file.display().to_string();
+    let mut all = vec!["live", "--no-libcall", "--color", "never", "-o", &file_arg];
     all.extend(options);
     all.extend(["--", &exe]);
     let out = fntrace_in(&work.dir, &all);
@@ -238,15 +240,15 @@ fn live(work: &Work, exe: &Path, options: &[&str], plain: &Output, problems: &mu
     }
     let stdout = text(&out.stdout);
     let program = text(&plain.stdout);
-    match stdout.strip_prefix(&program) {
-        Some(trace) => trace.to_string(),
-        None => {
-            problems.push(format!(
-                "fntrace {all:?}: stdout does not start with the program's output {program:?}:\n{stdout}"
-            ));
-            stdout
-        }
+    if stdout != program {
+        problems.push(format!(
+            "fntrace {all:?}: stdout is not the program's output {program:?}:\n{stdout}"
+        ));
     }
+    std::fs::read_to_string(&file).unwrap_or_else(|e| {
+        problems.push(format!("fntrace {all:?}: no trace in {}: {e}", file.display()));
+        String::new()
+    })
 }
 
 // ---------------------------------------------------------------------------

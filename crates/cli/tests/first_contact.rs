@@ -70,12 +70,21 @@ fn the_first_command_builds_the_example_quietly_and_traces_it() {
         Command::new("sh").args(["-c", &live]).current_dir(&work.dir),
         std::time::Duration::from_secs(120),
     );
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    let stderr = text(&out.stderr);
     assert!(out.status.success(), "{live}: {stderr}");
-    assert_eq!(stderr, "", "{live} warns");
+    // Standard output is a pipe here, not a terminal: it keeps the
+    // program's output, and the trace follows on standard error after a
+    // note that says so; nothing else is said.
+    let (note, trace) = stderr.split_once('\n').unwrap_or((&stderr, ""));
+    assert!(note.contains("the trace follows on standard error"), "{stderr}");
+    assert!(!trace.contains("fntrace:"), "{live} warns: {stderr}");
     for function in ["main() {", "count_primes();", "fib() {"] {
-        assert!(stdout.contains(function), "{function} not in:\n{stdout}");
+        assert!(trace.contains(function), "{function} not in:\n{trace}");
     }
+    assert!(
+        !text(&out.stdout).contains("main() {"),
+        "the trace went into the program's output"
+    );
 }
 
 /// `cargo build` (the README's first step) builds the CLI and the runtime,

@@ -319,6 +319,98 @@ fn real_runtime_exit_status() {
     assert_eq!(info["command"], serde_json::json!(["./three"]));
 }
 
+/// `live` never writes into the program's output (#21): with standard
+/// output a pipe (`prog | gzip`), the program's bytes are all that goes
+/// there, and the trace follows on standard error after a note saying so;
+/// `-o FILE` puts it in a file instead (and nothing else on standard
+/// error); a file that cannot be written is refused before anything runs;
+/// on a terminal (`script`'s) the trace follows on standard output, as
+/// uftrace's does, without the note.
+#[test]
+fn live_never_writes_into_the_programs_output() {
+    common::procs::runtime();
+    let work = Work::new("live-output");
+    let src = work.path("talk.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\nint twice(int x) { return 2 * x; }\n\
+         int main(void) { printf(\"payload %d\\n\", twice(21)); return 0; }\n",
+    )
+    .unwrap();
+    let exe = work.path("talk");
+    cc(
+        "gcc",
+        &[
+            "-O0",
+            "-pg",
+            "-mfentry",
+            src.to_str().unwrap(),
+            "-o",
+            exe.to_str().unwrap(),
+        ],
+    );
+    let note = "the trace follows on standard error";
+    let run = |args: &[&str]| {
+        let out = fntrace().args(args).current_dir(&work.dir).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (stdout, stderr) = run(&["live", "--color", "never", "--", "./talk"]);
+    assert_eq!(stdout, "payload 42\n", "the program's output, alone");
+    let (said, trace) = stderr.split_once('\n').unwrap();
+    assert!(said.starts_with("fntrace: ") && said.contains(note), "{stderr}");
+    assert!(trace.contains("twice();"), "{stderr}");
+
+    let (stdout, stderr) = run(&["live", "--color", "never", "-o", "trace.txt", "--", "./talk"]);
+    assert_eq!(stdout, "payload 42\n");
+    assert_eq!(stderr, "", "nothing but the program's on standard error");
+    let file = std::fs::read_to_string(work.path("trace.txt")).unwrap();
+    assert!(file.contains("twice();") && file.contains("main() {"), "{file}");
+    // The same calls either way (times and thread ids differ by run).
+    let calls = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter_map(|l| l.split_once('|').map(|(_, f)| f.to_string()))
+            .collect()
+    };
+    assert_eq!(calls(&file), calls(trace), "the same trace either way");
+
+    let out = fntrace_output(&[
+        "live",
+        "-o",
+        "/nonexistent/dir/trace.txt",
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    assert_fails(&out, 1, "cannot write the trace to /nonexistent/dir/trace.txt");
+    // Nothing traced, nothing left: a command that is not found.
+    let out = fntrace()
+        .args(["live", "-o", "gone.txt", "--", "/nonexistent"])
+        .current_dir(&work.dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(!work.path("gone.txt").exists(), "no trace file for no trace");
+
+    common::require("script");
+    let command = format!(
+        "exec {} live --color never -- ./talk",
+        env!("CARGO_BIN_EXE_fntrace")
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .env("SHELL", "/bin/sh")
+        .current_dir(&work.dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let seen = String::from_utf8_lossy(&out.stdout);
+    assert!(seen.contains("payload 42") && seen.contains("twice();"), "{seen}");
+    assert!(!seen.contains(note), "{seen}");
+}
+
 /// A plain build whose functions take each bare form (issue 19): the one
 /// that loops back to its entry is left alone, the one-byte one is traced
 /// through a trap, and record's last line says both; the program's output
