@@ -93,6 +93,9 @@ pub struct RecordFlags {
     /// Record the arguments and return values of every traced function its DWARF (-g) describes, and of common libc functions.
     #[arg(short = 'a', long = "auto-args")]
     auto_args: bool,
+    /// Trace the command only, not the processes it starts (they run untraced and write nothing).
+    #[arg(long = "no-follow")]
+    no_follow: bool,
 }
 
 /// `-A`: a spec of `fntrace_format::args`, with a valid pattern.
@@ -175,6 +178,7 @@ impl RecordFlags {
                 },
                 args: merged_specs(self.argument.into_iter().chain(self.retval)),
                 auto_args: self.auto_args,
+                no_follow: self.no_follow,
             },
             command,
         }

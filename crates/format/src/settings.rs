@@ -53,6 +53,10 @@ pub const ARGS: &str = "FNTRACE_ARGS";
 /// Set: record the arguments and return values of every traced function
 /// that DWARF or a built-in prototype describes (`-a`).
 pub const AUTO_ARGS: &str = "FNTRACE_AUTO_ARGS";
+/// `--no-follow`: the process id of `fntrace record`. Only its child, the
+/// command (through its `exec`s), is traced; the processes that child
+/// forks or starts run untraced, and write nothing.
+pub const NO_FOLLOW: &str = "FNTRACE_NO_FOLLOW";
 
 /// The runtime library the CLI preloads or injects (read by the CLI).
 pub const RUNTIME: &str = "FNTRACE_RUNTIME";
@@ -75,7 +79,7 @@ pub const PUN_FROM: &str = "FNTRACE_PUN_FROM";
 /// The variables `fntrace record` sets from its options: those it is not
 /// given are removed from the command's environment, so that one left in
 /// the caller's environment does not change the recording.
-pub const OPTIONS: [&str; 14] = [
+pub const OPTIONS: [&str; 15] = [
     DATA,
     TRACER,
     FILTER,
@@ -90,6 +94,7 @@ pub const OPTIONS: [&str; 14] = [
     LIBCALL,
     ARGS,
     AUTO_ARGS,
+    NO_FOLLOW,
 ];
 
 /// Which calls into shared libraries are traced (uftrace's default,
@@ -231,6 +236,8 @@ pub struct Settings {
     pub args: Vec<String>,
     /// [`AUTO_ARGS`].
     pub auto_args: bool,
+    /// [`NO_FOLLOW`].
+    pub no_follow: Option<u32>,
 }
 
 impl Settings {
@@ -277,6 +284,7 @@ impl Settings {
             (SLOW, flag(self.slow)),
             (ARGS, list(&self.args, TRIGGER_SEPARATOR)),
             (AUTO_ARGS, flag(self.auto_args)),
+            (NO_FOLLOW, number(self.no_follow.map(u64::from))),
         ];
         vars.into_iter().filter_map(|(k, v)| Some((k, v?))).collect()
     }
@@ -316,6 +324,7 @@ impl Settings {
                 args
             },
             auto_args: get(AUTO_ARGS).is_some(),
+            no_follow: number(&get, NO_FOLLOW)?,
         })
     }
 }

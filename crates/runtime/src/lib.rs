@@ -143,6 +143,18 @@ extern "C" fn init() {
             api::set_inactive(format!("disabled by {}", settings::DISABLE));
             return;
         }
+        if let Some(recorder) = std::env::var(settings::NO_FOLLOW)
+            .ok()
+            .and_then(|v| v.parse::<i32>().ok())
+        {
+            // SAFETY: getppid cannot fail.
+            if unsafe { libc::getppid() } != recorder {
+                // A process the traced command started (`--no-follow`).
+                api::set_inactive(format!("a child of the traced command ({})", settings::NO_FOLLOW));
+                return;
+            }
+            tracer::no_follow();
+        }
         if let Err(e) = setup() {
             eprintln!("fntrace: cannot set up: {e}; the program runs untraced");
             api::set_inactive(e);

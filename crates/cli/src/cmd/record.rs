@@ -80,6 +80,8 @@ pub struct Options {
     pub args: Vec<String>,
     /// `-a`.
     pub auto_args: bool,
+    /// `--no-follow`: the command's children are not traced.
+    pub no_follow: bool,
 }
 
 fn libcall_name<S: serde::Serializer>(
@@ -259,6 +261,7 @@ pub fn settings(request: &Request, dir: &Path) -> Settings {
         libcall: o.libcall,
         args: o.args.clone(),
         auto_args: o.auto_args,
+        no_follow: o.no_follow.then(std::process::id),
         ..Settings::default()
     }
 }

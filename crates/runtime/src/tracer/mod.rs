@@ -10,6 +10,7 @@ mod ending;
 pub mod fids;
 mod graph;
 mod process;
+pub use process::no_follow;
 mod profile;
 mod session;
 mod thread;

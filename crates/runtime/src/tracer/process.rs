@@ -91,6 +91,14 @@ extern "C" fn parent() {
     writer::FORKING.store(false, Ordering::Release);
 }
 
+/// `--no-follow`: the children this process forks record nothing.
+static NO_FOLLOW: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says that this process's children are not traced (`--no-follow`).
+pub fn no_follow() {
+    NO_FOLLOW.store(true, Ordering::Relaxed);
+}
+
 extern "C" fn child() {
     let _errno = crate::sys::ErrnoGuard::new();
     crate::no_unwind("fork", || {
@@ -101,10 +109,11 @@ extern "C" fn child() {
         };
         // SAFETY: getpid cannot fail.
         PID.store(unsafe { libc::getpid() } as u32, Ordering::Relaxed);
-        if crate::presence::attached() {
-            // A child of a process we attached to: no one can detach it, so
-            // it records nothing (its sites stay as they are: every
-            // trampoline is in its copy of memory; an `exec` ends that).
+        if crate::presence::attached() || NO_FOLLOW.load(Ordering::Relaxed) {
+            // A child of a process we attached to (no one can detach it),
+            // or under `--no-follow`: it records nothing (its sites stay as
+            // they are: every trampoline is in its copy of memory; an
+            // `exec` ends that).
             thread::FINISHED.store(true, Ordering::Relaxed);
             for t in thread::all() {
                 t.fend.store(0, Ordering::Relaxed);
