@@ -40,6 +40,9 @@ pub struct Style {
     pub filter: Filter,
     /// `-N`: hide these calls and what they call.
     pub notrace: Filter,
+    /// `-D`: show calls nested at most this deep (counted from the first
+    /// call shown: under `-F`, from the call it selects), none: all.
+    pub depth: Option<usize>,
 }
 
 impl Style {
@@ -74,6 +77,10 @@ struct Frame {
     /// Opened with its arguments: named without its parameter list, as
     /// its closing line names it too.
     short: bool,
+    /// A call at the `-D` limit, whose callees are all too deep: its
+    /// opening (`name(args)`) waits for its end, where it prints as a leaf
+    /// (`name(args);`), as `record -D` would have recorded it.
+    pending: Option<String>,
 }
 
 /// Where a thread is: what a new call would inherit.
@@ -110,6 +117,15 @@ impl<'s, 'p> ProcessView<'s, 'p> {
     pub fn run(&mut self, out: &mut impl Write, merge: &mut Merge) -> io::Result<()> {
         while let Some((i, ev)) = merge.next_event() {
             self.event(out, merge, i, ev)?;
+        }
+        // A call at the `-D` limit that never returned (the program ended
+        // inside it) is shown open, as the others that never returned.
+        for i in 0..self.stacks.len() {
+            while let Some((_, frame)) = self.stacks[i].pop() {
+                if let Some(opening) = &frame.pending {
+                    self.line(out, merge.tid(i), None, frame.level - 1, &format!("{opening} {{"))?;
+                }
+            }
         }
         Ok(())
     }
@@ -151,11 +167,12 @@ impl<'s, 'p> ProcessView<'s, 'p> {
     }
 
     /// Whether a call of `fid` in context `ctx` is shown: inside `-F`, and
-    /// not under `-N`.
+    /// not under `-N`, nor deeper than `-D` (which hide what it calls too).
     fn shown(&mut self, ctx: Context, fid: u32) -> (bool, bool, bool) {
         let (selected, hides) = self.matches(fid);
         let inside = ctx.inside || selected;
-        let hidden = ctx.hidden || hides;
+        let too_deep = inside && self.style.depth.is_some_and(|d| ctx.level >= d);
+        let hidden = ctx.hidden || hides || too_deep;
         (inside && !hidden, inside, hidden)
     }
 
@@ -175,6 +192,8 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                     let text = format!("{}{ret};", called(self.names.shown(ev.fid), ev.values.as_deref()));
                     return self.line(out, tid, Some(end.saturating_sub(ev.ns)), ctx.level, &text);
                 }
+                let opening = shown.then(|| called(self.names.shown(ev.fid), ev.values.as_deref()));
+                let at_limit = self.style.depth.is_some_and(|d| ctx.level + 1 >= d);
                 let frame = Frame {
                     start_ns: ev.ns,
                     inside,
@@ -182,10 +201,11 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                     shown,
                     level: ctx.level + usize::from(shown),
                     short: ev.values.is_some(),
+                    pending: opening.clone().filter(|_| at_limit),
                 };
                 // A call left out (too deep) is not shown.
-                if self.stacks[i].push(ev.fid, frame) && shown {
-                    let text = format!("{} {{", called(self.names.shown(ev.fid), ev.values.as_deref()));
+                if self.stacks[i].push(ev.fid, frame) && shown && !at_limit {
+                    let text = format!("{} {{", opening.unwrap_or_default());
                     self.line(out, tid, None, ctx.level, &text)?;
                 }
                 Ok(())
@@ -258,6 +278,15 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             };
             if frame.shown {
                 let this = self.stacks[i].len() == pos;
+                if let Some(opening) = &frame.pending {
+                    if this && !unwound && !exit_lost {
+                        let text = format!("{opening}{};", returned(ev.values.as_deref()));
+                        let dur = ev.ns.saturating_sub(frame.start_ns);
+                        self.line(out, tid, Some(dur), frame.level - 1, &text)?;
+                        continue;
+                    }
+                    self.line(out, tid, None, frame.level - 1, &format!("{opening} {{"))?;
+                }
                 if exit_lost {
                     let text = format!("}} /* {} (exit lost) */", self.named(fid, frame.short));
                     self.line(out, tid, None, frame.level - 1, &text)?;

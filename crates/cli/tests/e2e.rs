@@ -686,6 +686,12 @@ fn filters_depth() {
     filters_test("depth", &["-D", "2"], &[], "filters.D2.expected");
 }
 
+/// `replay -D` shows of a whole recording what `record -D` keeps (#21).
+#[test]
+fn filters_replay_depth() {
+    filters_test("replay-depth", &[], &["-D", "2"], "filters.D2.expected");
+}
+
 #[test]
 fn filters_trace_off() {
     filters_test(

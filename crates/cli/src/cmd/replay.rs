@@ -47,6 +47,9 @@ pub struct Args {
     /// Hide these functions and what they call; repeatable.
     #[arg(short = 'N', long = "notrace", value_name = "PATTERN", value_parser = filter_pattern)]
     notrace: Vec<String>,
+    /// Show calls nested at most N deep (from the first call shown: with -F, the call it selects).
+    #[arg(short = 'D', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    depth: Option<u32>,
 }
 
 /// What to show and how.
@@ -56,6 +59,8 @@ pub struct Settings {
     pub demangle: bool,
     pub filter: Vec<String>,
     pub notrace: Vec<String>,
+    /// `-D`.
+    pub depth: Option<u32>,
 }
 
 impl Settings {
@@ -66,13 +71,15 @@ impl Settings {
             demangle: !display.no_demangle,
             filter,
             notrace,
+            depth: None,
         }
     }
 }
 
 /// `fntrace replay`, writing to `out`.
 pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let settings = Settings::new(&args.display, args.filter, args.notrace);
+    let mut settings = Settings::new(&args.display, args.filter, args.notrace);
+    settings.depth = args.depth;
     replay(&args.dir, &settings, out)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -94,6 +101,7 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
         width,
         filter: Filter::parse(&settings.filter)?,
         notrace: Filter::parse(&settings.notrace)?,
+        depth: settings.depth.map(|d| d as usize),
     };
 
     let mut damage = trace.damage.clone();
