@@ -99,6 +99,32 @@ fn nested_calls_and_threads() {
     assert_eq!(by_name[0].0, "a");
     let by_self = report(&["--sort", "self", d.path()]);
     assert_eq!(by_self[1].0, "child_work");
+    // Several keys, the first first (uftrace's -s total,self,call,avg,min,
+    // max,func): each order checked against the rows' own numbers
+    // ([calls, total, self, min, max, avg]), the last ties by name.
+    for (keys, columns) in [
+        ("calls,avg", &[(0, true), (5, true)][..]),
+        ("call,func", &[(0, true)][..]),
+        ("min,max", &[(3, true), (4, true)][..]),
+        ("avg", &[(5, true)][..]),
+        ("self,total", &[(2, true), (1, true)][..]),
+    ] {
+        let mut want = rows.clone();
+        want.sort_by(|(an, a), (bn, b)| {
+            columns
+                .iter()
+                .map(|&(c, _)| b[c].cmp(&a[c]))
+                .fold(std::cmp::Ordering::Equal, std::cmp::Ordering::then)
+                .then_with(|| an.cmp(bn))
+        });
+        let got = report(&["-s", keys, d.path()]);
+        assert_eq!(got, want, "-s {keys}");
+    }
+    assert_ne!(
+        report(&["-s", "calls,avg", d.path()]),
+        report(&["-s", "calls", "-s", "name", d.path()]),
+        "the second key decides ties"
+    );
 
     let tid = report(&["--tid", "101", d.path()]);
     let names: Vec<&str> = tid.iter().map(|(n, _)| n.as_str()).collect();

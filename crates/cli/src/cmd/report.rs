@@ -32,7 +32,7 @@ reported from their profile table.
 min_ns, max_ns, avg_ns and exit_lost, in the same order (what was lost is
 said on stderr).";
 
-/// How to sort (`--sort`).
+/// How to sort (`--sort`), uftrace's keys and names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Sort {
     /// Longest total time first.
@@ -41,8 +41,16 @@ pub enum Sort {
     #[value(name = "self")]
     SelfTime,
     /// Most calls first.
+    #[value(alias = "call")]
     Calls,
+    /// Longest average first.
+    Avg,
+    /// Longest shortest call first.
+    Min,
+    /// Longest longest call first.
+    Max,
     /// By name.
+    #[value(alias = "func")]
     Name,
 }
 
@@ -56,9 +64,9 @@ pub struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Sort by this column.
-    #[arg(short, long, value_enum, default_value = "total")]
-    sort: Sort,
+    /// Sort by these columns, the first first (uftrace's -s total,self,call,avg,min,max,func).
+    #[arg(short, long, value_enum, value_delimiter = ',', default_value = "total")]
+    sort: Vec<Sort>,
     /// Only these threads; repeatable.
     #[arg(long = "tid", value_name = "TID")]
     tid: Vec<u32>,
@@ -101,7 +109,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     );
     trace::warn_damage(&stats.damage);
     let mut rows: Vec<(&String, &Function)> = stats.functions.iter().collect();
-    sort(&mut rows, args.sort);
+    sort(&mut rows, &args.sort);
 
     if rows.is_empty() {
         return nothing::fail(nothing::no_calls(&trace, &args.dir, stats.events));
@@ -136,16 +144,21 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Sorts rows by `key`, ties by name.
-pub fn sort(rows: &mut [(&String, &Function)], key: Sort) {
+/// Sorts rows by `keys`, the first first, remaining ties by name.
+pub fn sort(rows: &mut [(&String, &Function)], keys: &[Sort]) {
     rows.sort_by(|(an, a), (bn, b)| {
-        let primary = match key {
-            Sort::Total => b.total_ns.cmp(&a.total_ns),
-            Sort::SelfTime => b.self_ns.cmp(&a.self_ns),
-            Sort::Calls => b.calls.cmp(&a.calls),
-            Sort::Name => std::cmp::Ordering::Equal,
-        };
-        primary.then_with(|| an.cmp(bn))
+        keys.iter()
+            .map(|key| match key {
+                Sort::Total => b.total_ns.cmp(&a.total_ns),
+                Sort::SelfTime => b.self_ns.cmp(&a.self_ns),
+                Sort::Calls => b.calls.cmp(&a.calls),
+                Sort::Avg => b.avg_ns().cmp(&a.avg_ns()),
+                Sort::Min => b.min_ns.cmp(&a.min_ns),
+                Sort::Max => b.max_ns.cmp(&a.max_ns),
+                Sort::Name => an.cmp(bn),
+            })
+            .fold(std::cmp::Ordering::Equal, std::cmp::Ordering::then)
+            .then_with(|| an.cmp(bn))
     });
 }
 
