@@ -6,6 +6,7 @@
 
 pub mod cmd;
 mod control;
+mod diff;
 mod export;
 mod forward;
 mod funcgraph;

@@ -230,3 +230,54 @@ fn empty_and_missing() {
     let out = fntrace_output(&["graph", "/nonexistent/x.data"]);
     assert_fails(&out, 1, "cannot read");
 }
+
+/// `report A --diff B`: every function of either recording, with its
+/// calls, total and self time in each — the numbers the two reports give
+/// on their own, zero where it did not run — the largest change of total
+/// time first (of calls with `-s calls`), ties by name.
+#[test]
+fn diff_of_two_recordings() {
+    let work = Work::new("report-diff");
+    let a = scenarios::threads(&work);
+    let b = scenarios::recursion(&work);
+    let (ra, rb) = (report(&[a.path()]), report(&[b.path()]));
+    for (keys, column) in [("total", 1), ("calls", 0)] {
+        let (json, _) = fntrace_ok(&["report", "--json", "-s", keys, a.path(), "--diff", b.path()]);
+        let json: Value = serde_json::from_str(&json).unwrap();
+        let rows = json.as_array().unwrap();
+        let side = |r: &Value, k: &str| -> [u64; 3] {
+            [
+                r[k]["calls"].as_u64().unwrap(),
+                r[k]["total_ns"].as_u64().unwrap(),
+                r[k]["self_ns"].as_u64().unwrap(),
+            ]
+        };
+        let own = |rows: &[(String, [u64; 6])], name: &str| {
+            rows.iter()
+                .find(|(n, _)| n == name)
+                .map_or([0; 3], |(_, v)| [v[0], v[1], v[2]])
+        };
+        let mut names: Vec<String> = ra.iter().chain(&rb).map(|(n, _)| n.clone()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(rows.len(), names.len(), "one row per function of either");
+        let mut changes = Vec::new();
+        for r in rows {
+            let name = r["name"].as_str().unwrap();
+            assert_eq!(side(r, "base"), own(&ra, name), "{name} base");
+            assert_eq!(side(r, "new"), own(&rb, name), "{name} new");
+            changes.push((
+                own(&ra, name)[column].abs_diff(own(&rb, name)[column]),
+                name.to_string(),
+            ));
+        }
+        let mut sorted = changes.clone();
+        sorted.sort_by(|x, y| y.0.cmp(&x.0).then_with(|| x.1.cmp(&y.1)));
+        assert_eq!(changes, sorted, "-s {keys}: the largest change first");
+    }
+    let (text, _) = fntrace_ok(&["report", a.path(), "--diff", b.path()]);
+    assert!(text.lines().next().unwrap().starts_with("# base: "), "{text}");
+    assert!(text.contains("Total base") && text.contains("fact"), "{text}");
+    let out = fntrace_output(&["report", a.path(), "--diff", "/nonexistent.data"]);
+    assert_fails(&out, 1, "/nonexistent.data");
+}

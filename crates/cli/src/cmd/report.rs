@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use fntrace_format::layout;
 use serde::Serialize;
 
+use crate::diff;
 use crate::losses;
 use crate::nothing;
 use crate::output;
@@ -76,6 +77,9 @@ pub struct Args {
     /// Count a function recorded with its arguments (-A, -a) per argument list: one row per distinct `name(args)`.
     #[arg(long = "by-args")]
     by_args: bool,
+    /// Compare with another recording: per function, calls, total and self time in DIR (base) and OTHER (new), and the change; the largest change (of the first --sort key) first.
+    #[arg(long, value_name = "OTHER")]
+    diff: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -92,6 +96,9 @@ struct Row<'a> {
 
 /// `fntrace report`, writing to `out`.
 pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    if let Some(other) = &args.diff {
+        return run_diff(&args, other, out);
+    }
     let trace = trace::open(&args.dir)?;
     trace::check_tids(&trace, &args.tid)?;
     trace::warn_damage(&trace.damage);
@@ -139,6 +146,63 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             writeln!(out, "# {line}")?;
         }
         write_table(&mut out, &rows, stats.exit_lost > 0)?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `fntrace report DIR --diff OTHER`: DIR is the base, OTHER the new.
+fn run_diff(args: &Args, other: &std::path::Path, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let mut sides = Vec::with_capacity(2);
+    for (label, dir) in [("base", args.dir.as_path()), ("new", other)] {
+        let trace = trace::open(dir)?;
+        trace::check_tids(&trace, &args.tid)?;
+        trace::warn_damage(&trace.damage);
+        let stats = stats::collect(
+            &trace,
+            &Request {
+                tids: &args.tid,
+                demangle: !args.no_demangle,
+                select: None,
+                by_args: args.by_args,
+            },
+        );
+        trace::warn_damage(&stats.damage);
+        if stats.functions.is_empty() {
+            return nothing::fail(nothing::no_calls(&trace, dir, stats.events));
+        }
+        let incomplete = losses::summary(&stats.losses, &trace, Some(stats.exit_lost));
+        sides.push((label, dir.to_path_buf(), stats.functions, incomplete));
+    }
+    let key = match args.sort.first() {
+        Some(Sort::SelfTime) => diff::Key::SelfTime,
+        Some(Sort::Calls) => diff::Key::Calls,
+        Some(Sort::Name) => diff::Key::Name,
+        _ => diff::Key::Total,
+    };
+    let rows = diff::rows(&sides[0].2, &sides[1].2, key);
+    let mut out = BufWriter::new(out);
+    if !args.json {
+        writeln!(
+            out,
+            "# base: {}  new: {}",
+            sides[0].1.display(),
+            sides[1].1.display()
+        )?;
+    }
+    for (label, dir, _, incomplete) in &sides {
+        if let Some(line) = incomplete {
+            if args.json {
+                eprintln!("fntrace: warning: {label} ({}): {line}", dir.display());
+            } else {
+                writeln!(out, "# {label} ({}): {line}", dir.display())?;
+            }
+        }
+    }
+    if args.json {
+        output::write_json(&mut out, &rows)?;
+    } else {
+        diff::write_table(&mut out, &rows)?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)

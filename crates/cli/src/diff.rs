@@ -1,0 +1,120 @@
+//! `report --diff OTHER`: per function, how two recordings differ — calls,
+//! total and self time in each, and the change (uftrace's `report
+//! --diff`). Functions are matched by the name shown, so two builds of a
+//! program compare as well as two runs of one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::stats::Function;
+use crate::units::human;
+
+/// One function's numbers in both recordings (zero where it did not run).
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub name: String,
+    pub base: Side,
+    pub new: Side,
+}
+
+/// A function's numbers in one recording.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Side {
+    pub calls: u64,
+    pub total_ns: u64,
+    pub self_ns: u64,
+}
+
+impl From<&Function> for Side {
+    fn from(f: &Function) -> Side {
+        Side {
+            calls: f.calls,
+            total_ns: f.total_ns,
+            self_ns: f.self_ns,
+        }
+    }
+}
+
+/// What the rows are ordered by: the largest change of this first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    Total,
+    SelfTime,
+    Calls,
+    Name,
+}
+
+impl Row {
+    fn change(&self, key: Key) -> u64 {
+        let (a, b) = match key {
+            Key::Total => (self.base.total_ns, self.new.total_ns),
+            Key::SelfTime => (self.base.self_ns, self.new.self_ns),
+            Key::Calls => (self.base.calls, self.new.calls),
+            Key::Name => (0, 0),
+        };
+        a.abs_diff(b)
+    }
+}
+
+/// The rows of every function in either recording, the largest change of
+/// `key` first, ties by name.
+pub fn rows(base: &BTreeMap<String, Function>, new: &BTreeMap<String, Function>, key: Key) -> Vec<Row> {
+    let names: BTreeSet<&String> = base.keys().chain(new.keys()).collect();
+    let mut rows: Vec<Row> = names
+        .into_iter()
+        .map(|name| Row {
+            name: name.clone(),
+            base: base.get(name).map(Side::from).unwrap_or_default(),
+            new: new.get(name).map(Side::from).unwrap_or_default(),
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.change(key)
+            .cmp(&a.change(key))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    rows
+}
+
+/// A signed difference of durations, `+1.234 ms` / `-20 ns`.
+fn delta_time(a: u64, b: u64) -> String {
+    let sign = if b >= a { '+' } else { '-' };
+    format!("{sign}{}", human(a.abs_diff(b)).trim())
+}
+
+/// A signed difference of counts.
+fn delta_count(a: u64, b: u64) -> String {
+    let sign = if b >= a { '+' } else { '-' };
+    format!("{sign}{}", a.abs_diff(b))
+}
+
+/// The table: each column as base, new and the change.
+pub fn write_table(out: &mut impl Write, rows: &[Row]) -> io::Result<()> {
+    writeln!(
+        out,
+        "{:>12}{:>12}{:>12}  {:>12}{:>12}{:>12}  {:>12}{:>12}{:>12}  Function",
+        "Total base", "Total new", "Diff", "Self base", "Self new", "Diff", "Calls base", "Calls new", "Diff"
+    )?;
+    let bar = "  ==========";
+    writeln!(out, "{}  {}", bar.repeat(9), "=".repeat(20))?;
+    for r in rows {
+        let (a, b) = (r.base, r.new);
+        writeln!(
+            out,
+            "{:>12}{:>12}{:>12}  {:>12}{:>12}{:>12}  {:>12}{:>12}{:>12}  {}",
+            human(a.total_ns),
+            human(b.total_ns),
+            delta_time(a.total_ns, b.total_ns),
+            human(a.self_ns),
+            human(b.self_ns),
+            delta_time(a.self_ns, b.self_ns),
+            a.calls,
+            b.calls,
+            delta_count(a.calls, b.calls),
+            r.name
+        )?;
+    }
+    Ok(())
+}
