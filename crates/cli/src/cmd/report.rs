@@ -99,22 +99,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if let Some(other) = &args.diff {
         return run_diff(&args, other, out);
     }
-    let trace = trace::open(&args.dir)?;
-    trace::check_tids(&trace, &args.tid)?;
-    trace::warn_damage(&trace.damage);
-    if !args.tid.is_empty() && trace.processes.iter().any(|p| p.profile.is_some()) {
-        eprintln!("fntrace: warning: profile tables are per process: --tid does not apply to them");
-    }
-    let stats = stats::collect(
-        &trace,
-        &Request {
-            tids: &args.tid,
-            demangle: !args.no_demangle,
-            select: None,
-            by_args: args.by_args,
-        },
-    );
-    trace::warn_damage(&stats.damage);
+    let (trace, stats) = open(&args, &args.dir)?;
     let mut rows: Vec<(&String, &Function)> = stats.functions.iter().collect();
     sort(&mut rows, &args.sort);
 
@@ -151,23 +136,33 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The recording in `dir` and its numbers, as `args` asks for them (the
+/// damage found said on stderr).
+fn open(args: &Args, dir: &std::path::Path) -> anyhow::Result<(fntrace_format::read::Trace, stats::Stats)> {
+    let trace = trace::open(dir)?;
+    trace::check_tids(&trace, &args.tid)?;
+    trace::warn_damage(&trace.damage);
+    if !args.tid.is_empty() && trace.processes.iter().any(|p| p.profile.is_some()) {
+        eprintln!("fntrace: warning: profile tables are per process: --tid does not apply to them");
+    }
+    let stats = stats::collect(
+        &trace,
+        &Request {
+            tids: &args.tid,
+            demangle: !args.no_demangle,
+            select: None,
+            by_args: args.by_args,
+        },
+    );
+    trace::warn_damage(&stats.damage);
+    Ok((trace, stats))
+}
+
 /// `fntrace report DIR --diff OTHER`: DIR is the base, OTHER the new.
 fn run_diff(args: &Args, other: &std::path::Path, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut sides = Vec::with_capacity(2);
     for (label, dir) in [("base", args.dir.as_path()), ("new", other)] {
-        let trace = trace::open(dir)?;
-        trace::check_tids(&trace, &args.tid)?;
-        trace::warn_damage(&trace.damage);
-        let stats = stats::collect(
-            &trace,
-            &Request {
-                tids: &args.tid,
-                demangle: !args.no_demangle,
-                select: None,
-                by_args: args.by_args,
-            },
-        );
-        trace::warn_damage(&stats.damage);
+        let (trace, stats) = open(args, dir)?;
         if stats.functions.is_empty() {
             return nothing::fail(nothing::no_calls(&trace, dir, stats.events));
         }
