@@ -26,9 +26,9 @@ use fntrace_format::read::{Event, EventKind, Process};
 use fntrace_format::stack::CallStack;
 use fntrace_format::values::{self, Value};
 
+use crate::columns::{Cell, Columns, Field};
 use crate::merge::Merge;
 use crate::trace::Names;
-use crate::units::{graph_duration, mark};
 
 /// How lines look, the same for every process.
 pub struct Style {
@@ -43,17 +43,21 @@ pub struct Style {
     /// `-D`: show calls nested at most this deep (counted from the first
     /// call shown: under `-F`, from the call it selects), none: all.
     pub depth: Option<usize>,
+    /// `-f`: the columns before the function.
+    pub fields: Vec<Field>,
 }
 
 impl Style {
     /// The first line: column titles over the graph, or over the
     /// `function` tracer's lines.
     pub fn header(&self, function_tracer: bool) -> String {
-        let w = self.width;
-        if function_tracer {
-            format!("#{:>w$}   {:>13}  FUNCTION", "TID", "TIMESTAMP")
-        } else {
-            format!("#{:>w$}    DURATION       FUNCTION", "TID")
+        self.columns().header(function_tracer)
+    }
+
+    fn columns(&self) -> Columns {
+        Columns {
+            fields: self.fields.clone(),
+            tid_width: self.width,
         }
     }
 }
@@ -100,6 +104,9 @@ pub struct ProcessView<'s, 'p> {
     stacks: Vec<CallStack<Frame>>,
     /// `(-F selects, -N hides)` per function.
     matches: HashMap<u32, (bool, bool)>,
+    columns: Columns,
+    /// The time of each thread's last line (`-f delta`).
+    last_ns: HashMap<u32, u64>,
 }
 
 impl<'s, 'p> ProcessView<'s, 'p> {
@@ -110,6 +117,8 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             start_ns: process.info.clock.mono0_ns,
             stacks: (0..threads).map(|_| CallStack::new()).collect(),
             matches: HashMap::new(),
+            columns: style.columns(),
+            last_ns: HashMap::new(),
         }
     }
 
@@ -121,9 +130,18 @@ impl<'s, 'p> ProcessView<'s, 'p> {
         // A call at the `-D` limit that never returned (the program ended
         // inside it) is shown open, as the others that never returned.
         for i in 0..self.stacks.len() {
-            while let Some((_, frame)) = self.stacks[i].pop() {
+            while let Some((fid, frame)) = self.stacks[i].pop() {
                 if let Some(opening) = &frame.pending {
-                    self.line(out, merge.tid(i), None, frame.level - 1, &format!("{opening} {{"))?;
+                    let (tid, ns) = (merge.tid(i), frame.start_ns);
+                    self.line(
+                        out,
+                        tid,
+                        ns,
+                        Some(fid),
+                        None,
+                        frame.level - 1,
+                        &format!("{opening} {{"),
+                    )?;
                 }
             }
         }
@@ -190,7 +208,8 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                     let end = exit.as_ref().map_or(ev.ns, |e| e.ns);
                     let ret = returned(exit.as_ref().and_then(|e| e.values.as_deref()));
                     let text = format!("{}{ret};", called(self.names.shown(ev.fid), ev.values.as_deref()));
-                    return self.line(out, tid, Some(end.saturating_sub(ev.ns)), ctx.level, &text);
+                    let dur = Some(end.saturating_sub(ev.ns));
+                    return self.line(out, tid, ev.ns, Some(ev.fid), dur, ctx.level, &text);
                 }
                 let opening = shown.then(|| called(self.names.shown(ev.fid), ev.values.as_deref()));
                 let at_limit = self.style.depth.is_some_and(|d| ctx.level + 1 >= d);
@@ -206,7 +225,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                 // A call left out (too deep) is not shown.
                 if self.stacks[i].push(ev.fid, frame) && shown && !at_limit {
                     let text = format!("{} {{", opening.unwrap_or_default());
-                    self.line(out, tid, None, ctx.level, &text)?;
+                    self.line(out, tid, ev.ns, Some(ev.fid), None, ctx.level, &text)?;
                 }
                 Ok(())
             }
@@ -231,7 +250,8 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                     return Ok(());
                 }
                 let text = self.closing(ev.fid, false, ev.values.as_deref(), ev.values.is_some());
-                self.line(out, tid, Some(dur_ns), ctx.level, &text)
+                let start = ev.ns.saturating_sub(dur_ns);
+                self.line(out, tid, start, Some(ev.fid), Some(dur_ns), ctx.level, &text)
             }
             EventKind::Lost(n) => {
                 self.stacks[i].lose();
@@ -241,12 +261,12 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                     n => format!("--- {n} events lost ---"),
                 };
                 let w = self.style.width;
-                let (on, off) = self.paint('*');
+                let (on, off) = paint(self.style.color, '*');
                 writeln!(out, " {tid:>w$}) {on}{what}{off}")
             }
             EventKind::Mark(on) => {
                 let text = if on { "/* trace_on */" } else { "/* trace_off */" };
-                self.line(out, tid, None, ctx.level, text)
+                self.line(out, tid, ev.ns, None, None, ctx.level, text)
             }
         }
     }
@@ -267,7 +287,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             if self.shown(ctx, ev.fid).0 {
                 let short = ev.values.is_some();
                 let text = self.closing(ev.fid, unwound, ev.values.as_deref(), short);
-                self.line(out, tid, None, ctx.level, &text)?;
+                self.line(out, tid, ev.ns, Some(ev.fid), None, ctx.level, &text)?;
             }
             return Ok(());
         };
@@ -282,20 +302,22 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                     if this && !unwound && !exit_lost {
                         let text = format!("{opening}{};", returned(ev.values.as_deref()));
                         let dur = ev.ns.saturating_sub(frame.start_ns);
-                        self.line(out, tid, Some(dur), frame.level - 1, &text)?;
+                        let level = frame.level - 1;
+                        self.line(out, tid, frame.start_ns, Some(fid), Some(dur), level, &text)?;
                         continue;
                     }
-                    self.line(out, tid, None, frame.level - 1, &format!("{opening} {{"))?;
+                    let text = format!("{opening} {{");
+                    self.line(out, tid, frame.start_ns, Some(fid), None, frame.level - 1, &text)?;
                 }
                 if exit_lost {
                     let text = format!("}} /* {} (exit lost) */", self.named(fid, frame.short));
-                    self.line(out, tid, None, frame.level - 1, &text)?;
+                    self.line(out, tid, ev.ns, Some(fid), None, frame.level - 1, &text)?;
                     continue;
                 }
                 let ret = if this { ev.values.as_deref() } else { None };
                 let text = self.closing(fid, unwound || !this, ret, frame.short || ret.is_some());
                 let dur = ev.ns.saturating_sub(frame.start_ns);
-                self.line(out, tid, Some(dur), frame.level - 1, &text)?;
+                self.line(out, tid, ev.ns, Some(fid), Some(dur), frame.level - 1, &text)?;
             }
         }
         Ok(())
@@ -322,46 +344,38 @@ impl<'s, 'p> ProcessView<'s, 'p> {
     }
 
     /// One graph line: TID, duration (or blank), indentation, text.
+    /// Prints one line of thread `tid`: the columns (`-f`) of an event at
+    /// `ns` (a call's start for its opening line and a leaf, its end for
+    /// a closing line) of function `fid`, with duration `dur`, then `text`
+    /// indented to `level`.
+    #[allow(clippy::too_many_arguments)]
     fn line(
-        &self,
+        &mut self,
         out: &mut impl Write,
         tid: u32,
+        ns: u64,
+        fid: Option<u32>,
         dur: Option<u64>,
         level: usize,
         text: &str,
     ) -> io::Result<()> {
-        let w = self.style.width;
         let indent = level.min(MAX_INDENT) * 2;
         let depth = match level >= MAX_INDENT {
             true => format!("[depth {level}] "),
             false => String::new(),
         };
-        match dur {
-            None => writeln!(out, " {tid:>w$})               |  {:indent$}{depth}{text}", ""),
-            Some(ns) => {
-                let m = mark(ns);
-                let (on, off) = self.paint(m);
-                writeln!(
-                    out,
-                    " {tid:>w$}) {on}{m} {}{off}|  {:indent$}{depth}{text}",
-                    graph_duration(ns),
-                    ""
-                )
-            }
-        }
-    }
-
-    /// The colour escapes around a duration with mark `m`.
-    fn paint(&self, m: char) -> (&'static str, &'static str) {
-        if !self.style.color {
-            return ("", "");
-        }
-        match m {
-            '+' | '!' => ("\x1b[33m", "\x1b[0m"),
-            '#' | '*' => ("\x1b[31m", "\x1b[0m"),
-            '@' | '$' => ("\x1b[1;31m", "\x1b[0m"),
-            _ => ("", ""),
-        }
+        let delta_ns = self.last_ns.insert(tid, ns).map(|last| ns.saturating_sub(last));
+        let cell = Cell {
+            tid,
+            ns,
+            elapsed_ns: ns.saturating_sub(self.start_ns),
+            delta_ns,
+            dur,
+            addr: fid.and_then(|f| self.names.address_of(f)),
+        };
+        let color = self.style.color;
+        let prefix = self.columns.prefix(&cell, |m| paint(color, m));
+        writeln!(out, "{prefix}|  {:indent$}{depth}{text}", "")
     }
 }
 
@@ -405,4 +419,18 @@ pub fn without_params(name: &str) -> &str {
         }
     }
     name
+}
+
+/// The colour escapes around a duration with mark `m` (none without
+/// `color`).
+fn paint(color: bool, m: char) -> (&'static str, &'static str) {
+    if !color {
+        return ("", "");
+    }
+    match m {
+        '+' | '!' => ("\x1b[33m", "\x1b[0m"),
+        '#' | '*' => ("\x1b[31m", "\x1b[0m"),
+        '@' | '$' => ("\x1b[1;31m", "\x1b[0m"),
+        _ => ("", ""),
+    }
 }

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cmd;
+mod columns;
 mod control;
 mod diff;
 mod export;

@@ -223,6 +223,16 @@ pub struct DisplayFlags {
     /// Show symbol names as recorded (mangled).
     #[arg(long)]
     pub no_demangle: bool,
+    /// The columns before each function, in order (uftrace's -f): tid, duration, time, elapsed, delta, addr.
+    #[arg(
+        short = 'f',
+        long = "output-fields",
+        value_enum,
+        value_delimiter = ',',
+        value_name = "FIELD",
+        default_value = "tid,duration"
+    )]
+    pub fields: Vec<crate::columns::Field>,
 }
 
 /// A function pattern for the runtime: valid ftrace filter syntax, without

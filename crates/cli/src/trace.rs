@@ -194,6 +194,11 @@ impl<'p> Names<'p> {
         &self.get(fid).shown
     }
 
+    /// The address of function `fid`, as the process had it.
+    pub fn address_of(&self, fid: u32) -> Option<u64> {
+        self.functions.get(fid).map(|f| f.address)
+    }
+
     /// A return address as `function+0xoffset`, or the address itself.
     pub fn address(&mut self, addr: u64) -> String {
         match caller(self.functions, addr) {

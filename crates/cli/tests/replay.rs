@@ -117,3 +117,66 @@ fn errors() {
     let out = fntrace_output(&["replay", "-F", "[", empty.to_str().unwrap()]);
     assert_fails(&out, 2, "bad filter pattern");
 }
+
+/// `-f` (uftrace's output fields), one column at a time, on the recursion
+/// scenario whose every event time is known: main at T0, fact at +100,
+/// +200, +300, helper +350..+370, the facts end at +400, +500, +600, a
+/// leaf fact +700..+710, main ends at +1000 (ns). `time` is the event's
+/// (a call's start on its opening line and a leaf, its end on a closing
+/// line), `elapsed` counts from the process start (T0), `delta` from the
+/// thread's previous line, `addr` is the function's; the default columns
+/// stay `tid,duration`.
+#[test]
+fn output_fields() {
+    use common::tracedata::{address, T0};
+    let work = Work::new("replay-fields");
+    let d = scenarios::recursion(&work);
+    let at = [0u64, 100, 200, 300, 350, 400, 500, 600, 700, 1000];
+    let fids = [0u32, 1, 1, 1, 2, 1, 1, 1, 1, 0];
+    let us = |ns: u64| format!("{}.{:03} us", ns / 1000, ns % 1000);
+    let column = |field: &str| -> (Vec<String>, Vec<String>) {
+        let (out, _) = replay(&["-f", field, d.path()]);
+        let mut lines = out.lines();
+        let header = lines.next().unwrap();
+        assert!(
+            header.starts_with('#') && header.ends_with("FUNCTION"),
+            "{header}"
+        );
+        lines
+            .map(|l| {
+                let (left, text) = l.split_once('|').unwrap();
+                (left.trim().to_string(), text.trim().to_string())
+            })
+            .unzip()
+    };
+    let (_, texts) = column("tid,duration");
+    let (default, _) = replay(&[d.path()]);
+    let (both, _) = replay(&["-f", "tid,duration", d.path()]);
+    assert_eq!(both, default, "tid,duration is the default");
+    let expected: [(&str, Vec<String>); 4] = [
+        (
+            "time",
+            at.iter()
+                .map(|k| format!("{}.{:09}", (T0 + k) / 1_000_000_000, (T0 + k) % 1_000_000_000))
+                .collect(),
+        ),
+        ("elapsed", at.iter().map(|&k| us(k)).collect()),
+        (
+            "delta",
+            std::iter::once(String::new())
+                .chain(at.windows(2).map(|w| us(w[1] - w[0])))
+                .collect(),
+        ),
+        (
+            "addr",
+            fids.iter().map(|&f| format!("{:#x}", address(f))).collect(),
+        ),
+    ];
+    for (field, want) in expected {
+        let (got, text) = column(field);
+        assert_eq!(got, want, "-f {field}");
+        assert_eq!(text, texts, "-f {field}: the same lines");
+    }
+    let out = fntrace_output(&["replay", "-f", "time,nope", d.path()]);
+    assert_eq!(out.status.code(), Some(2));
+}

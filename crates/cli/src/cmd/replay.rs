@@ -61,6 +61,8 @@ pub struct Settings {
     pub notrace: Vec<String>,
     /// `-D`.
     pub depth: Option<u32>,
+    /// `-f`.
+    pub fields: Vec<crate::columns::Field>,
 }
 
 impl Settings {
@@ -72,6 +74,7 @@ impl Settings {
             filter,
             notrace,
             depth: None,
+            fields: display.fields.clone(),
         }
     }
 }
@@ -102,6 +105,7 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
         filter: Filter::parse(&settings.filter)?,
         notrace: Filter::parse(&settings.notrace)?,
         depth: settings.depth.map(|d| d as usize),
+        fields: settings.fields.clone(),
     };
 
     let mut damage = trace.damage.clone();

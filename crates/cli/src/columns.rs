@@ -1,0 +1,127 @@
+//! The columns `replay` shows before each function (`-f`, uftrace's
+//! `--output-fields`): thread, duration (the default, as the kernel's
+//! function_graph lays them out), the event's time, the time elapsed since
+//! the process began, the time since the thread's previous line, and the
+//! function's address.
+
+use crate::units::{graph_duration, human, mark};
+
+/// One column (uftrace's field names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Field {
+    /// The thread id.
+    Tid,
+    /// How long the call took (on a leaf or closing line).
+    Duration,
+    /// The event's time, seconds of the monotonic clock (as `CLOCK_MONOTONIC`
+    /// and uftrace give it), to the nanosecond.
+    Time,
+    /// Time since the process began.
+    Elapsed,
+    /// Time since the thread's previous line.
+    Delta,
+    /// The function's address.
+    Addr,
+}
+
+/// The default columns: thread, then duration.
+pub const DEFAULT: [Field; 2] = [Field::Tid, Field::Duration];
+
+/// What one line shows in its columns.
+pub struct Cell {
+    pub tid: u32,
+    /// The event's time (monotonic ns).
+    pub ns: u64,
+    pub elapsed_ns: u64,
+    /// Since the thread's previous line (none on its first).
+    pub delta_ns: Option<u64>,
+    pub dur: Option<u64>,
+    pub addr: Option<u64>,
+}
+
+/// The columns of a view.
+#[derive(Debug, Clone)]
+pub struct Columns {
+    pub fields: Vec<Field>,
+    /// Characters of the widest thread id.
+    pub tid_width: usize,
+}
+
+impl Columns {
+    /// The first line: the columns' titles over them, then `FUNCTION` over
+    /// the functions; for the `function` tracer, its timestamps' layout.
+    pub fn header(&self, function_tracer: bool) -> String {
+        let w = self.tid_width;
+        if function_tracer {
+            return format!("#{:>w$}   {:>13}  FUNCTION", "TID", "TIMESTAMP");
+        }
+        if self.fields == DEFAULT {
+            return format!("#{:>w$}    DURATION       FUNCTION", "TID");
+        }
+        let mut line: String = self
+            .fields
+            .iter()
+            .map(|&f| {
+                let (width, title) = self.title(f);
+                format!("{title:>width$}")
+            })
+            .collect();
+        line.replace_range(..1, "#");
+        if !self.fields.ends_with(&[Field::Duration]) {
+            line.push(' ');
+        }
+        line.push_str("   FUNCTION");
+        line
+    }
+
+    fn title(&self, f: Field) -> (usize, &'static str) {
+        match f {
+            Field::Tid => (self.tid_width + 2, "TID "),
+            Field::Duration => (15, "DURATION    "),
+            Field::Time => (19, "TIMESTAMP"),
+            Field::Elapsed => (13, "ELAPSED"),
+            Field::Delta => (13, "DELTA"),
+            Field::Addr => (19, "ADDRESS"),
+        }
+    }
+
+    /// Everything before the `|` of a line; `paint` colours a duration by
+    /// its mark (the escapes before and after).
+    pub fn prefix(&self, c: &Cell, paint: impl Fn(char) -> (&'static str, &'static str)) -> String {
+        let mut out = String::new();
+        for &f in &self.fields {
+            let (width, _) = self.title(f);
+            match f {
+                Field::Tid => out.push_str(&format!(" {:>w$})", c.tid, w = self.tid_width)),
+                Field::Duration => match c.dur {
+                    None => out.push_str(&" ".repeat(width)),
+                    Some(ns) => {
+                        let m = mark(ns);
+                        let (on, off) = paint(m);
+                        out.push_str(&format!(" {on}{m} {}{off}", graph_duration(ns)));
+                    }
+                },
+                Field::Time => out.push_str(&format!(
+                    "{:>width$}",
+                    format!("{}.{:09}", c.ns / 1_000_000_000, c.ns % 1_000_000_000)
+                )),
+                Field::Elapsed => out.push_str(&format!("{:>width$}", human(c.elapsed_ns).trim())),
+                Field::Delta => {
+                    let text = c
+                        .delta_ns
+                        .map(|d| human(d).trim().to_string())
+                        .unwrap_or_default();
+                    out.push_str(&format!("{text:>width$}"));
+                }
+                Field::Addr => {
+                    let text = c.addr.map(|a| format!("{a:#x}")).unwrap_or_default();
+                    out.push_str(&format!("{text:>width$}"));
+                }
+            }
+        }
+        if self.fields != DEFAULT && !self.fields.ends_with(&[Field::Duration]) {
+            out.push(' ');
+        }
+        out
+    }
+}
