@@ -45,6 +45,9 @@ pub struct Style {
     pub depth: Option<usize>,
     /// `-f`: the columns before the function.
     pub fields: Vec<Field>,
+    /// `-r`: only the calls that began in this range (their callees that
+    /// began in it too, when they did not).
+    pub range: Option<crate::range::TimeRange>,
 }
 
 impl Style {
@@ -107,6 +110,8 @@ pub struct ProcessView<'s, 'p> {
     columns: Columns,
     /// The time of each thread's last line (`-f delta`).
     last_ns: HashMap<u32, u64>,
+    /// `-r` in this process's clock: `[from, to]`.
+    range: (u64, u64),
 }
 
 impl<'s, 'p> ProcessView<'s, 'p> {
@@ -119,6 +124,9 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             matches: HashMap::new(),
             columns: style.columns(),
             last_ns: HashMap::new(),
+            range: style
+                .range
+                .map_or((0, u64::MAX), |r| r.resolve(process.info.clock.mono0_ns)),
         }
     }
 
@@ -184,6 +192,11 @@ impl<'s, 'p> ProcessView<'s, 'p> {
         }
     }
 
+    /// Whether `ns` is in the `-r` range.
+    fn in_range(&self, ns: u64) -> bool {
+        (self.range.0..=self.range.1).contains(&ns)
+    }
+
     /// Whether a call of `fid` in context `ctx` is shown: inside `-F`, and
     /// not under `-N`, nor deeper than `-D` (which hide what it calls too).
     fn shown(&mut self, ctx: Context, fid: u32) -> (bool, bool, bool) {
@@ -200,6 +213,8 @@ impl<'s, 'p> ProcessView<'s, 'p> {
         match ev.kind {
             EventKind::Entry => {
                 let (shown, inside, hidden) = self.shown(ctx, ev.fid);
+                // Out of `-r`: not shown, but its callees may be.
+                let shown = shown && self.in_range(ev.ns);
                 let leaf = merge
                     .peek(i)
                     .is_some_and(|next| next.kind == EventKind::Exit && next.fid == ev.fid);
@@ -232,7 +247,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             EventKind::Exit => self.close(out, i, tid, ev, false),
             EventKind::Unwind => self.close(out, i, tid, ev, true),
             EventKind::EntryCaller(caller) => {
-                if !self.shown(ctx, ev.fid).0 {
+                if !self.shown(ctx, ev.fid).0 || !self.in_range(ev.ns) {
                     return Ok(());
                 }
                 let rel = ev.ns.saturating_sub(self.start_ns);
@@ -246,11 +261,11 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                 writeln!(out, " {tid:>w$})  {stamp:>13}: {name} <-{from}")
             }
             EventKind::Call { dur_ns } => {
-                if !self.shown(ctx, ev.fid).0 {
+                let start = ev.ns.saturating_sub(dur_ns);
+                if !self.shown(ctx, ev.fid).0 || !self.in_range(start) {
                     return Ok(());
                 }
                 let text = self.closing(ev.fid, false, ev.values.as_deref(), ev.values.is_some());
-                let start = ev.ns.saturating_sub(dur_ns);
                 self.line(out, tid, start, Some(ev.fid), Some(dur_ns), ctx.level, &text)
             }
             EventKind::Lost(n) => {
@@ -264,6 +279,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                 let (on, off) = paint(self.style.color, '*');
                 writeln!(out, " {tid:>w$}) {on}{what}{off}")
             }
+            EventKind::Mark(_) if !self.in_range(ev.ns) => Ok(()),
             EventKind::Mark(on) => {
                 let text = if on { "/* trace_on */" } else { "/* trace_off */" };
                 self.line(out, tid, ev.ns, None, None, ctx.level, text)
@@ -284,7 +300,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
     ) -> io::Result<()> {
         let Some(pos) = self.stacks[i].position(ev.fid) else {
             let ctx = self.context(i);
-            if self.shown(ctx, ev.fid).0 {
+            if self.shown(ctx, ev.fid).0 && self.in_range(ev.ns) {
                 let short = ev.values.is_some();
                 let text = self.closing(ev.fid, unwound, ev.values.as_deref(), short);
                 self.line(out, tid, ev.ns, Some(ev.fid), None, ctx.level, &text)?;

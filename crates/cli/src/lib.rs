@@ -17,6 +17,7 @@ mod merge;
 mod nothing;
 mod options;
 mod output;
+mod range;
 pub mod readers;
 mod stats;
 mod trace;

@@ -180,3 +180,35 @@ fn output_fields() {
     let out = fntrace_output(&["replay", "-f", "time,nope", d.path()]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `-r START~STOP`: the calls that began in the range, by elapsed time
+/// (units) or by timestamp (as `-f time` shows them), on the recursion
+/// scenario: 250..650 ns holds the innermost fact (300..400) and its
+/// helper (350..370); the calls around them began before, the leaf fact
+/// (700) after. A call shown is shown whole (its closing line too, whenever
+/// it comes). Either end may be left out.
+#[test]
+fn time_range() {
+    let work = Work::new("replay-range");
+    let d = scenarios::recursion(&work);
+    let texts = |range: &str| -> Vec<String> {
+        let (out, _) = replay(&["-r", range, d.path()]);
+        out.lines()
+            .skip(1)
+            .map(|l| l.split_once('|').unwrap().1.trim().to_string())
+            .collect()
+    };
+    let inner = ["fact() {", "helper();", "} /* fact */"];
+    assert_eq!(texts("250ns~650ns"), inner);
+    assert_eq!(texts("5.00000025~5.00000065"), inner);
+    // A call shown is shown whole: main began in `~50ns`, its end too.
+    assert_eq!(texts("650ns~"), ["fact();"]);
+    assert_eq!(texts("~50ns"), ["main() {", "} /* main */"]);
+    let out = fntrace_output(&["replay", "-r", "30ms~20ms", d.path()]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

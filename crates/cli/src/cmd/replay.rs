@@ -50,6 +50,9 @@ pub struct Args {
     /// Show calls nested at most N deep (from the first call shown: with -F, the call it selects).
     #[arg(short = 'D', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     depth: Option<u32>,
+    /// Show only the calls that began between START and STOP: timestamps (as -f time shows them) or, with a unit, times since the process began (20ms~30ms); either may be left out.
+    #[arg(short = 'r', long = "time-range", value_name = "START~STOP", value_parser = crate::range::parse)]
+    range: Option<crate::range::TimeRange>,
 }
 
 /// What to show and how.
@@ -63,6 +66,8 @@ pub struct Settings {
     pub depth: Option<u32>,
     /// `-f`.
     pub fields: Vec<crate::columns::Field>,
+    /// `-r`.
+    pub range: Option<crate::range::TimeRange>,
 }
 
 impl Settings {
@@ -75,6 +80,7 @@ impl Settings {
             notrace,
             depth: None,
             fields: display.fields.clone(),
+            range: None,
         }
     }
 }
@@ -83,6 +89,7 @@ impl Settings {
 pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut settings = Settings::new(&args.display, args.filter, args.notrace);
     settings.depth = args.depth;
+    settings.range = args.range;
     replay(&args.dir, &settings, out)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -106,6 +113,7 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
         notrace: Filter::parse(&settings.notrace)?,
         depth: settings.depth.map(|d| d as usize),
         fields: settings.fields.clone(),
+        range: settings.range,
     };
 
     let mut damage = trace.damage.clone();
