@@ -40,6 +40,8 @@ pub struct Style {
     pub filter: Filter,
     /// `-N`: hide these calls and what they call.
     pub notrace: Filter,
+    /// `-H`: hide these calls, not what they call.
+    pub hide: Filter,
     /// `-D`: show calls nested at most this deep (counted from the first
     /// call shown: under `-F`, from the call it selects), none: all.
     pub depth: Option<usize>,
@@ -105,8 +107,8 @@ pub struct ProcessView<'s, 'p> {
     /// The process start (ns), the origin of `function` tracer timestamps.
     start_ns: u64,
     stacks: Vec<CallStack<Frame>>,
-    /// `(-F selects, -N hides)` per function.
-    matches: HashMap<u32, (bool, bool)>,
+    /// `(-F selects, -N hides, -H hides)` per function.
+    matches: HashMap<u32, (bool, bool, bool)>,
     columns: Columns,
     /// The time of each thread's last line (`-f delta`).
     last_ns: HashMap<u32, u64>,
@@ -163,15 +165,16 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             .collect()
     }
 
-    fn matches(&mut self, fid: u32) -> (bool, bool) {
+    fn matches(&mut self, fid: u32) -> (bool, bool, bool) {
         if let Some(&m) = self.matches.get(&fid) {
             return m;
         }
-        let (filter, notrace) = (&self.style.filter, &self.style.notrace);
+        let (filter, notrace, hide) = (&self.style.filter, &self.style.notrace, &self.style.hide);
         let name = self.names.get(fid);
         let m = (
             filter.is_empty() || name.matches(filter),
             !notrace.is_empty() && name.matches(notrace),
+            !hide.is_empty() && name.matches(hide),
         );
         self.matches.insert(fid, m);
         m
@@ -200,11 +203,11 @@ impl<'s, 'p> ProcessView<'s, 'p> {
     /// Whether a call of `fid` in context `ctx` is shown: inside `-F`, and
     /// not under `-N`, nor deeper than `-D` (which hide what it calls too).
     fn shown(&mut self, ctx: Context, fid: u32) -> (bool, bool, bool) {
-        let (selected, hides) = self.matches(fid);
+        let (selected, hides, hidden_alone) = self.matches(fid);
         let inside = ctx.inside || selected;
         let too_deep = inside && self.style.depth.is_some_and(|d| ctx.level >= d);
         let hidden = ctx.hidden || hides || too_deep;
-        (inside && !hidden, inside, hidden)
+        (inside && !hidden && !hidden_alone, inside, hidden)
     }
 
     fn event(&mut self, out: &mut impl Write, merge: &mut Merge, i: usize, ev: Event) -> io::Result<()> {

@@ -212,3 +212,31 @@ fn time_range() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `-H` (uftrace's `--hide`) hides a function but not what it calls, which
+/// moves up in its place; `-N` hides both. On the recursion scenario:
+/// hiding every `fact` leaves main calling helper.
+#[test]
+fn hide_a_function_not_its_callees() {
+    let work = Work::new("replay-hide");
+    let d = scenarios::recursion(&work);
+    let lines = |args: &[&str]| -> Vec<String> {
+        let mut all = args.to_vec();
+        all.push(d.path());
+        let (out, _) = replay(&all);
+        out.lines()
+            .skip(1)
+            .map(|l| l.split_once('|').unwrap().1.trim_end().to_string())
+            .collect()
+    };
+    assert_eq!(
+        lines(&["-H", "fact"]),
+        ["  main() {", "    helper();", "  } /* main */"]
+    );
+    assert_eq!(lines(&["-N", "fact"]), ["  main() {", "  } /* main */"]);
+    let all = lines(&[]);
+    let without_helper: Vec<String> = all.iter().filter(|l| !l.contains("helper")).cloned().collect();
+    assert_eq!(lines(&["-H", "helper"]), without_helper);
+    let out = fntrace_output(&["replay", "-H", "nosuch", d.path()]);
+    assert_fails(&out, 1, "-H 'nosuch' matches no function");
+}

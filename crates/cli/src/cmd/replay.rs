@@ -47,6 +47,9 @@ pub struct Args {
     /// Hide these functions and what they call; repeatable.
     #[arg(short = 'N', long = "notrace", value_name = "PATTERN", value_parser = filter_pattern)]
     notrace: Vec<String>,
+    /// Hide these functions, but not what they call (uftrace's -H); repeatable.
+    #[arg(short = 'H', long = "hide", value_name = "PATTERN", value_parser = filter_pattern)]
+    hide: Vec<String>,
     /// Show calls nested at most N deep (from the first call shown: with -F, the call it selects).
     #[arg(short = 'D', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     depth: Option<u32>,
@@ -62,6 +65,8 @@ pub struct Settings {
     pub demangle: bool,
     pub filter: Vec<String>,
     pub notrace: Vec<String>,
+    /// `-H`.
+    pub hide: Vec<String>,
     /// `-D`.
     pub depth: Option<u32>,
     /// `-f`.
@@ -78,6 +83,7 @@ impl Settings {
             demangle: !display.no_demangle,
             filter,
             notrace,
+            hide: Vec::new(),
             depth: None,
             fields: display.fields.clone(),
             range: None,
@@ -89,6 +95,7 @@ impl Settings {
 pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut settings = Settings::new(&args.display, args.filter, args.notrace);
     settings.depth = args.depth;
+    settings.hide = args.hide;
     settings.range = args.range;
     replay(&args.dir, &settings, out)?;
     Ok(ExitCode::SUCCESS)
@@ -111,6 +118,7 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
         width,
         filter: Filter::parse(&settings.filter)?,
         notrace: Filter::parse(&settings.notrace)?,
+        hide: Filter::parse(&settings.hide)?,
         depth: settings.depth.map(|d| d as usize),
         fields: settings.fields.clone(),
         range: settings.range,
@@ -123,7 +131,11 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
     }
     // After: a trace with nothing to show says that, not that a pattern
     // matches none of its (absent) functions.
-    for (option, patterns) in [("-F", &settings.filter), ("-N", &settings.notrace)] {
+    for (option, patterns) in [
+        ("-F", &settings.filter),
+        ("-N", &settings.notrace),
+        ("-H", &settings.hide),
+    ] {
         if let Some(pattern) = unmatched(&selected, patterns) {
             anyhow::bail!("{option} '{pattern}' matches no function in {}", dir.display());
         }
