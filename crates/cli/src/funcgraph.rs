@@ -42,6 +42,9 @@ pub struct Style {
     pub notrace: Filter,
     /// `-H`: hide these calls, not what they call.
     pub hide: Filter,
+    /// `-C`: show only these calls (not what they call) and the calls
+    /// that led to them.
+    pub callers: Filter,
     /// `-D`: show calls nested at most this deep (counted from the first
     /// call shown: under `-F`, from the call it selects), none: all.
     pub depth: Option<usize>,
@@ -90,6 +93,22 @@ struct Frame {
     /// opening (`name(args)`) waits for its end, where it prints as a leaf
     /// (`name(args);`), as `record -D` would have recorded it.
     pending: Option<String>,
+    /// Under `-C`, a call not printed yet: its opening, printed when a call
+    /// `-C` selects begins inside it; never, if none does.
+    waiting: Option<String>,
+}
+
+/// What the patterns say of a function.
+#[derive(Debug, Clone, Copy)]
+struct Matches {
+    /// `-F` selects it (or there is no `-F`).
+    selected: bool,
+    /// `-N` hides it and its callees.
+    notrace: bool,
+    /// `-H` hides it alone.
+    hidden: bool,
+    /// `-C` selects it.
+    target: bool,
 }
 
 /// Where a thread is: what a new call would inherit.
@@ -107,8 +126,8 @@ pub struct ProcessView<'s, 'p> {
     /// The process start (ns), the origin of `function` tracer timestamps.
     start_ns: u64,
     stacks: Vec<CallStack<Frame>>,
-    /// `(-F selects, -N hides, -H hides)` per function.
-    matches: HashMap<u32, (bool, bool, bool)>,
+    /// What the patterns say of each function.
+    matches: HashMap<u32, Matches>,
     columns: Columns,
     /// The time of each thread's last line (`-f delta`).
     last_ns: HashMap<u32, u64>,
@@ -165,17 +184,18 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             .collect()
     }
 
-    fn matches(&mut self, fid: u32) -> (bool, bool, bool) {
+    fn matches(&mut self, fid: u32) -> Matches {
         if let Some(&m) = self.matches.get(&fid) {
             return m;
         }
-        let (filter, notrace, hide) = (&self.style.filter, &self.style.notrace, &self.style.hide);
+        let style = self.style;
         let name = self.names.get(fid);
-        let m = (
-            filter.is_empty() || name.matches(filter),
-            !notrace.is_empty() && name.matches(notrace),
-            !hide.is_empty() && name.matches(hide),
-        );
+        let m = Matches {
+            selected: style.filter.is_empty() || name.matches(&style.filter),
+            notrace: !style.notrace.is_empty() && name.matches(&style.notrace),
+            hidden: !style.hide.is_empty() && name.matches(&style.hide),
+            target: !style.callers.is_empty() && name.matches(&style.callers),
+        };
         self.matches.insert(fid, m);
         m
     }
@@ -203,11 +223,24 @@ impl<'s, 'p> ProcessView<'s, 'p> {
     /// Whether a call of `fid` in context `ctx` is shown: inside `-F`, and
     /// not under `-N`, nor deeper than `-D` (which hide what it calls too).
     fn shown(&mut self, ctx: Context, fid: u32) -> (bool, bool, bool) {
-        let (selected, hides, hidden_alone) = self.matches(fid);
-        let inside = ctx.inside || selected;
+        let m = self.matches(fid);
+        let inside = ctx.inside || m.selected;
         let too_deep = inside && self.style.depth.is_some_and(|d| ctx.level >= d);
-        let hidden = ctx.hidden || hides || too_deep;
-        (inside && !hidden && !hidden_alone, inside, hidden)
+        let hidden = ctx.hidden || m.notrace || too_deep;
+        (inside && !hidden && !m.hidden, inside, hidden)
+    }
+
+    /// Prints the openings of the calls waiting on thread `i`'s stack
+    /// (`-C`): a call it selects began inside them.
+    fn release_waiting(&mut self, out: &mut impl Write, i: usize, tid: u32) -> io::Result<()> {
+        let waiting: Vec<(u64, usize, String)> = self.stacks[i]
+            .values_mut()
+            .filter_map(|f| Some((f.start_ns, f.level - 1, f.waiting.take()?)))
+            .collect();
+        for (ns, level, opening) in waiting {
+            self.line(out, tid, ns, None, None, level, &format!("{opening} {{"))?;
+        }
+        Ok(())
     }
 
     fn event(&mut self, out: &mut impl Write, merge: &mut Merge, i: usize, ev: Event) -> io::Result<()> {
@@ -215,13 +248,22 @@ impl<'s, 'p> ProcessView<'s, 'p> {
         let ctx = self.context(i);
         match ev.kind {
             EventKind::Entry => {
-                let (shown, inside, hidden) = self.shown(ctx, ev.fid);
+                let (shown, inside, mut hidden) = self.shown(ctx, ev.fid);
                 // Out of `-r`: not shown, but its callees may be.
                 let shown = shown && self.in_range(ev.ns);
+                // `-C`: a call it selects is shown (not its callees) with
+                // the calls that led to it; the others wait for one.
+                let callers = !self.style.callers.is_empty();
+                let target = callers && self.matches(ev.fid).target;
+                if shown && target {
+                    self.release_waiting(out, i, tid)?;
+                    hidden = true;
+                }
+                let waits = shown && callers && !target;
                 let leaf = merge
                     .peek(i)
                     .is_some_and(|next| next.kind == EventKind::Exit && next.fid == ev.fid);
-                if shown && leaf {
+                if shown && leaf && !waits {
                     let exit = merge.take(i);
                     let end = exit.as_ref().map_or(ev.ns, |e| e.ns);
                     let ret = returned(exit.as_ref().and_then(|e| e.values.as_deref()));
@@ -230,7 +272,9 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                     return self.line(out, tid, ev.ns, Some(ev.fid), dur, ctx.level, &text);
                 }
                 let opening = shown.then(|| called(self.names.shown(ev.fid), ev.values.as_deref()));
-                let at_limit = self.style.depth.is_some_and(|d| ctx.level + 1 >= d);
+                // Its callees are all hidden (the `-D` limit, or a call
+                // `-C` selects): it prints as a leaf when it ends.
+                let at_limit = self.style.depth.is_some_and(|d| ctx.level + 1 >= d) || target;
                 let frame = Frame {
                     start_ns: ev.ns,
                     inside,
@@ -238,10 +282,11 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                     shown,
                     level: ctx.level + usize::from(shown),
                     short: ev.values.is_some(),
-                    pending: opening.clone().filter(|_| at_limit),
+                    pending: opening.clone().filter(|_| at_limit && !waits),
+                    waiting: opening.clone().filter(|_| waits),
                 };
                 // A call left out (too deep) is not shown.
-                if self.stacks[i].push(ev.fid, frame) && shown && !at_limit {
+                if self.stacks[i].push(ev.fid, frame) && shown && !at_limit && !waits {
                     let text = format!("{} {{", opening.unwrap_or_default());
                     self.line(out, tid, ev.ns, Some(ev.fid), None, ctx.level, &text)?;
                 }
@@ -315,7 +360,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             let Some((fid, frame)) = self.stacks[i].pop() else {
                 break;
             };
-            if frame.shown {
+            if frame.shown && frame.waiting.is_none() {
                 let this = self.stacks[i].len() == pos;
                 if let Some(opening) = &frame.pending {
                     if this && !unwound && !exit_lost {

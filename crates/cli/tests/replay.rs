@@ -240,3 +240,44 @@ fn hide_a_function_not_its_callees() {
     let out = fntrace_output(&["replay", "-H", "nosuch", d.path()]);
     assert_fails(&out, 1, "-H 'nosuch' matches no function");
 }
+
+/// `-C` (uftrace's `--caller-filter`): the calls of a function, as leaves
+/// (what they call hidden), and the calls that led to them; the others
+/// not at all. On the recursion scenario, helper is called only from the
+/// innermost fact: its three facts and main are shown, the leaf fact
+/// (700) is not.
+#[test]
+fn caller_filter_shows_how_a_function_was_reached() {
+    let work = Work::new("replay-callers");
+    let d = scenarios::recursion(&work);
+    let lines = |args: &[&str]| -> Vec<String> {
+        let mut all = args.to_vec();
+        all.push(d.path());
+        let (out, _) = replay(&all);
+        out.lines()
+            .skip(1)
+            .map(|l| l.split_once('|').unwrap().1.trim_end().to_string())
+            .collect()
+    };
+    assert_eq!(
+        lines(&["-C", "helper"]),
+        [
+            "  main() {",
+            "    fact() {",
+            "      fact() {",
+            "        fact() {",
+            "          helper();",
+            "        } /* fact */",
+            "      } /* fact */",
+            "    } /* fact */",
+            "  } /* main */",
+        ]
+    );
+    // fact's every call, as a leaf (the nested ones are its callees, hidden).
+    assert_eq!(
+        lines(&["-C", "fact"]),
+        ["  main() {", "    fact();", "    fact();", "  } /* main */"]
+    );
+    let out = fntrace_output(&["replay", "-C", "nosuch", d.path()]);
+    assert_fails(&out, 1, "-C 'nosuch' matches no function");
+}

@@ -91,6 +91,11 @@ impl<T> CallStack<T> {
         self.frames.iter().rposition(|(f, _)| *f == fid)
     }
 
+    /// What is kept about each open call, the outermost first.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.frames.iter_mut().map(|(_, v)| v)
+    }
+
     /// The innermost open call.
     pub fn last(&self) -> Option<&(u32, T)> {
         self.frames.last()

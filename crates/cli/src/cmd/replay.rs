@@ -50,6 +50,9 @@ pub struct Args {
     /// Hide these functions, but not what they call (uftrace's -H); repeatable.
     #[arg(short = 'H', long = "hide", value_name = "PATTERN", value_parser = filter_pattern)]
     hide: Vec<String>,
+    /// Show only the calls of these functions (not what they call) and the calls that led to them (uftrace's -C); repeatable.
+    #[arg(short = 'C', long = "caller-filter", value_name = "PATTERN", value_parser = filter_pattern)]
+    callers: Vec<String>,
     /// Show calls nested at most N deep (from the first call shown: with -F, the call it selects).
     #[arg(short = 'D', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     depth: Option<u32>,
@@ -67,6 +70,8 @@ pub struct Settings {
     pub notrace: Vec<String>,
     /// `-H`.
     pub hide: Vec<String>,
+    /// `-C`.
+    pub callers: Vec<String>,
     /// `-D`.
     pub depth: Option<u32>,
     /// `-f`.
@@ -84,6 +89,7 @@ impl Settings {
             filter,
             notrace,
             hide: Vec::new(),
+            callers: Vec::new(),
             depth: None,
             fields: display.fields.clone(),
             range: None,
@@ -96,6 +102,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut settings = Settings::new(&args.display, args.filter, args.notrace);
     settings.depth = args.depth;
     settings.hide = args.hide;
+    settings.callers = args.callers;
     settings.range = args.range;
     replay(&args.dir, &settings, out)?;
     Ok(ExitCode::SUCCESS)
@@ -119,6 +126,7 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
         filter: Filter::parse(&settings.filter)?,
         notrace: Filter::parse(&settings.notrace)?,
         hide: Filter::parse(&settings.hide)?,
+        callers: Filter::parse(&settings.callers)?,
         depth: settings.depth.map(|d| d as usize),
         fields: settings.fields.clone(),
         range: settings.range,
@@ -135,6 +143,7 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
         ("-F", &settings.filter),
         ("-N", &settings.notrace),
         ("-H", &settings.hide),
+        ("-C", &settings.callers),
     ] {
         if let Some(pattern) = unmatched(&selected, patterns) {
             anyhow::bail!("{option} '{pattern}' matches no function in {}", dir.display());
