@@ -9,6 +9,17 @@ use common::scenarios;
 use common::tracedata::expect_file;
 use common::{assert_fails, fntrace_ok, fntrace_output, Work};
 
+/// The graph part of each line of `replay ARGS DIR` (after its `|`).
+fn graph_lines(dir: &str, args: &[&str]) -> Vec<String> {
+    let mut all = args.to_vec();
+    all.push(dir);
+    let (out, _) = replay(&all);
+    out.lines()
+        .skip(1)
+        .map(|l| l.split_once('|').unwrap().1.trim_end().to_string())
+        .collect()
+}
+
 /// `fntrace replay ARGS...`: must succeed; returns stdout and stderr.
 fn replay(args: &[&str]) -> (String, String) {
     let mut all = vec!["replay", "--color", "never"];
@@ -220,15 +231,7 @@ fn time_range() {
 fn hide_a_function_not_its_callees() {
     let work = Work::new("replay-hide");
     let d = scenarios::recursion(&work);
-    let lines = |args: &[&str]| -> Vec<String> {
-        let mut all = args.to_vec();
-        all.push(d.path());
-        let (out, _) = replay(&all);
-        out.lines()
-            .skip(1)
-            .map(|l| l.split_once('|').unwrap().1.trim_end().to_string())
-            .collect()
-    };
+    let lines = |args: &[&str]| graph_lines(d.path(), args);
     assert_eq!(
         lines(&["-H", "fact"]),
         ["  main() {", "    helper();", "  } /* main */"]
@@ -250,15 +253,7 @@ fn hide_a_function_not_its_callees() {
 fn caller_filter_shows_how_a_function_was_reached() {
     let work = Work::new("replay-callers");
     let d = scenarios::recursion(&work);
-    let lines = |args: &[&str]| -> Vec<String> {
-        let mut all = args.to_vec();
-        all.push(d.path());
-        let (out, _) = replay(&all);
-        out.lines()
-            .skip(1)
-            .map(|l| l.split_once('|').unwrap().1.trim_end().to_string())
-            .collect()
-    };
+    let lines = |args: &[&str]| graph_lines(d.path(), args);
     assert_eq!(
         lines(&["-C", "helper"]),
         [
