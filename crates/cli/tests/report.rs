@@ -214,6 +214,27 @@ fn graph() {
     assert_eq!(one.lines().filter(|l| !l.starts_with(' ')).count(), 1, "{one}");
     let out = fntrace_output(&["graph", d.path(), "nothing*"]);
     assert_fails(&out, 1, "no function");
+    // --tid (#21): the functions and counts of those threads alone, as
+    // `report --tid` counts them.
+    let (text, _) = fntrace_ok(&["graph", "--tid", "101", d.path()]);
+    let heads: Vec<(String, u64)> = text
+        .lines()
+        .filter(|l| !l.starts_with(' ') && !l.starts_with('#') && l.contains(": "))
+        .map(|l| {
+            let (name, rest) = l.split_once(": ").unwrap();
+            (name.to_string(), rest.split(' ').next().unwrap().parse().unwrap())
+        })
+        .collect();
+    let mut want: Vec<(String, u64)> = report(&["--tid", "101", d.path()])
+        .into_iter()
+        .map(|(n, v)| (n, v[0]))
+        .collect();
+    let mut got = heads.clone();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "{text}");
+    let out = fntrace_output(&["graph", "--tid", "999", d.path()]);
+    assert_eq!(out.status.code(), Some(1));
 }
 
 #[test]

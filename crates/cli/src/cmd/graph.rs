@@ -44,6 +44,9 @@ pub struct Args {
     /// Show symbol names as recorded (mangled).
     #[arg(long)]
     no_demangle: bool,
+    /// Only these threads; repeatable.
+    #[arg(long = "tid", value_name = "TID")]
+    tid: Vec<u32>,
 }
 
 /// `fntrace graph`, writing to `out`.
@@ -56,11 +59,12 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     };
     let filter = func.as_ref().map(|f| Filter::parse(&[f])).transpose()?;
     let trace = trace::open(&dir)?;
+    trace::check_tids(&trace, &args.tid)?;
     trace::warn_damage(&trace.damage);
     let stats = stats::collect(
         &trace,
         &Request {
-            tids: &[],
+            tids: &args.tid,
             demangle: !args.no_demangle,
             select: filter.as_ref(),
             by_args: false,
