@@ -635,31 +635,36 @@ fn values_with_other_tracers() {
         threads
     };
 
-    let data = work.path("function.data");
-    let out = fntrace_output(&[
-        "record",
-        "-o",
-        data.to_str().unwrap(),
-        "--tracer",
-        "function",
-        "-A",
-        "s32@arg1/i32,arg2/u32",
-        "-A",
-        "fib@arg1/i32",
-        "-A",
-        "str@arg1/s,arg2/i32",
-        "-R",
-        "s32@retval/i32",
-        "--",
-        exe,
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("warning: the function tracer records entries only"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    // `record OPTIONS -- exe` into `name`, which must succeed and say
+    // `warning`: the program's output and the data directory.
+    let record = |name: &str, options: &[&str], warning: &str| -> (String, PathBuf) {
+        let data = work.path(name);
+        let mut args = vec!["record", "-o", data.to_str().unwrap()];
+        args.extend(options);
+        args.extend(["--", exe]);
+        let out = fntrace_output(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(stderr.contains(&format!("warning: {warning}")), "{stderr}");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), data)
+    };
+
+    let (stdout, data) = record(
+        "function.data",
+        &[
+            "--tracer",
+            "function",
+            "-A",
+            "s32@arg1/i32,arg2/u32",
+            "-A",
+            "fib@arg1/i32",
+            "-A",
+            "str@arg1/s,arg2/i32",
+            "-R",
+            "s32@retval/i32",
+        ],
+        "the function tracer records entries only",
     );
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let replay = self::replay(&data);
     // ` 1234)   0.012792: s32(3, 4) <-main+0x1b`
     let entries = shown(&replay, &|l| {
@@ -669,31 +674,22 @@ fn values_with_other_tracers() {
     assert_eq!(entries, truth(&stdout, true), "{replay}");
     assert!(entries.iter().map(Vec::len).sum::<usize>() > 120);
 
-    let data = work.path("time.data");
-    let out = fntrace_output(&[
-        "record",
-        "-o",
-        data.to_str().unwrap(),
-        "-t",
-        "1ns",
-        "-A",
-        "s32@arg1/i32",
-        "-R",
-        "s32@retval/i32",
-        "-R",
-        "fib@retval/i32",
-        "-R",
-        "str@retval/s",
-        "--",
-        exe,
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("warning: --time-filter records each call whole"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (stdout, data) = record(
+        "time.data",
+        &[
+            "-t",
+            "1ns",
+            "-A",
+            "s32@arg1/i32",
+            "-R",
+            "s32@retval/i32",
+            "-R",
+            "fib@retval/i32",
+            "-R",
+            "str@retval/s",
+        ],
+        "--time-filter records each call whole",
     );
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let replay = self::replay(&data);
     // ` 1234)   0.801 us    |  } = 3 /* s32 */`
     let returns = shown(&replay, &|l| {
@@ -703,24 +699,10 @@ fn values_with_other_tracers() {
     });
     assert_eq!(returns, truth(&stdout, false), "{replay}");
 
-    let data = work.path("profile.data");
-    let out = fntrace_output(&[
-        "record",
-        "-o",
-        data.to_str().unwrap(),
-        "--tracer",
-        "profile",
-        "-A",
-        "s32@arg1",
-        "--",
-        exe,
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("warning: the profile tracer keeps counts and times only"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    record(
+        "profile.data",
+        &["--tracer", "profile", "-A", "s32@arg1"],
+        "the profile tracer keeps counts and times only",
     );
 }
 
