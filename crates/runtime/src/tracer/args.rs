@@ -277,6 +277,10 @@ pub struct Specs {
     pub wanted: Vec<Wanted>,
     /// `-a`: DWARF's and the built-in prototypes are used.
     pub auto: bool,
+    /// Integer return values are recorded by the fast return path
+    /// (function_graph without `--time-filter`): each function's tag of
+    /// one is kept (`fids::ret_tag`).
+    pub fast_returns: bool,
 }
 
 /// Specs found in DWARF, by function id (`-a`), and the modules read.

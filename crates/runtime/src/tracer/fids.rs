@@ -53,6 +53,10 @@ pub struct Table {
     /// By function id, its value spec (`-A`, `-R`, `-a`); empty when no
     /// spec was given.
     pub spec: Vec<Option<Arc<ArgSpec>>>,
+    /// By function id, the tag of its return value where the fast return
+    /// path records it (`args::fast_ret_tag`), else 0; empty when no spec
+    /// was given.
+    pub ret_tag: Vec<u8>,
     /// `depth=N` by function id.
     pub depth: Vec<u16>,
     /// Each module's first function id and an address of its code (its
@@ -84,6 +88,19 @@ pub fn spec(fid: u32) -> Option<&'static ArgSpec> {
     // SAFETY: as in `flags` (published tables live for ever).
     let t: &'static Table = unsafe { &*p };
     t.spec.get(fid as usize)?.as_deref()
+}
+
+/// The tag of `fid`'s return value where the fast return path records it
+/// (0: it does not).
+#[inline]
+pub fn ret_tag(fid: u32) -> u8 {
+    let p = TABLE.load(Ordering::Acquire);
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: as in `flags`.
+    let t = unsafe { &*p };
+    t.ret_tag.get(fid as usize).copied().unwrap_or(0)
 }
 
 /// An address in the code of the module of function `fid`.
@@ -168,6 +185,7 @@ pub fn publish(state: &State, graph: &Filter, notrace: &Filter, triggers: &[Trig
         } else {
             vec![None; n]
         },
+        ret_tag: if args.is_empty() { Vec::new() } else { vec![0; n] },
         depth: vec![0; n],
         homes: Vec::new(),
     };
@@ -223,6 +241,12 @@ pub fn publish(state: &State, graph: &Filter, notrace: &Filter, triggers: &[Trig
                 }
                 if spec.retval.is_some() {
                     table.flags[fid] |= RETVAL;
+                    // Not for a function no compiler prepared: its return
+                    // trampoline keeps every register, and has no fast
+                    // path for values.
+                    if args.fast_returns && table.flags[fid] & PLAIN == 0 {
+                        table.ret_tag[fid] = super::args::fast_ret_tag(&spec).unwrap_or(0);
+                    }
                 }
                 table.spec[fid] = Some(spec);
             }

@@ -39,7 +39,7 @@ use crate::sys;
 /// else function_graph's.
 fn handler(fid: u32) -> usize {
     let flags = fids::flags(fid);
-    if flags & fids::RETVAL != 0 && super::hijacked_flags(fid) >> thread::F_RET_TAG_SHIFT == 0 {
+    if flags & fids::RETVAL != 0 && fids::ret_tag(fid) == 0 {
         // The return value is read from the registers it saves (the fast
         // return path records only the integers in rax).
         return super::asm::return_trampoline_all();
@@ -435,35 +435,27 @@ fn close_with(t: &mut Owner, f: Frame, kind: Kind, now: u64, ret: Option<&args::
         t.max_depth = f.saved_max;
     }
     let dur = now.saturating_sub(f.start);
-    match cfg.kind {
-        Tracer::Profile => {
-            profile::exit(t, &f, dur);
+    let returned = kind == Kind::Exit;
+    // What ends the call: its EXIT or UNWIND; under a time filter, the
+    // whole call at its end if it was long enough.
+    let (kind, payload) = match cfg.kind {
+        Tracer::Profile => return profile::exit(t, &f, dur),
+        _ if cfg.time_filter > 0 && dur < cfg.time_filter => return,
+        _ if cfg.time_filter > 0 => (Kind::Call, Some(dur)),
+        _ => (kind, None),
+    };
+    // With its return value where one is asked for (a call's arguments
+    // are gone by its end).
+    match ret
+        .filter(|_| returned)
+        .and_then(|frame| Some((frame, fids::spec(f.fid)?)))
+    {
+        Some((frame, spec)) if spec.retval.is_some() => {
+            args::capture(spec, spec.retval.iter(), frame, |bytes| {
+                t.emit_values(kind, f.fid, now, payload, event::DATA_RETVAL, bytes)
+            })
         }
-        _ if cfg.time_filter > 0 => {
-            if dur >= cfg.time_filter {
-                // A whole call, at its end: with its return value where
-                // one is asked for (its arguments are gone by now).
-                match ret.and_then(|frame| Some((frame, fids::spec(f.fid)?))) {
-                    Some((frame, spec)) if kind == Kind::Exit && spec.retval.is_some() => {
-                        args::capture(spec, spec.retval.iter(), frame, |bytes| {
-                            t.emit_values(Kind::Call, f.fid, now, Some(dur), event::DATA_RETVAL, bytes)
-                        })
-                    }
-                    _ => t.emit(Kind::Call, f.fid, now, Some(dur)),
-                }
-            }
-        }
-        _ => match ret
-            .filter(|_| kind == Kind::Exit)
-            .and_then(|frame| Some((frame, fids::spec(f.fid)?)))
-        {
-            Some((frame, spec)) if spec.retval.is_some() => {
-                args::capture(spec, spec.retval.iter(), frame, |bytes| {
-                    t.emit_values(kind, f.fid, now, None, event::DATA_RETVAL, bytes)
-                })
-            }
-            _ => t.emit(kind, f.fid, now, None),
-        },
+        _ => t.emit(kind, f.fid, now, payload),
     }
 }
 

@@ -137,6 +137,7 @@ fn parse(settings: &Settings) -> Result<Parsed, String> {
         args::Specs {
             wanted: args::parse(&settings.args)?,
             auto: settings.auto_args,
+            fast_returns: kind == Tracer::Graph && time_filter_ns == 0,
         }
     } else {
         args::Specs::default()
@@ -404,15 +405,9 @@ static FAST_OPS: AtomicUsize = AtomicUsize::new(0);
 
 /// The flags of a frame whose return is hijacked, for function `fid`:
 /// with the tag of its return value where the fast return path records
-/// it (function_graph, no `--time-filter`).
+/// it (`fids::ret_tag`).
 pub(crate) fn hijacked_flags(fid: u32) -> u32 {
-    let cfg = config();
-    let tag = fids::spec(fid)
-        .filter(|_| cfg.kind == Tracer::Graph && cfg.time_filter == 0)
-        .filter(|_| fids::flags(fid) & (fids::RETVAL | fids::PLAIN) == fids::RETVAL)
-        .and_then(args::fast_ret_tag)
-        .unwrap_or(0);
-    thread::F_HIJACKED | u32::from(tag) << thread::F_RET_TAG_SHIFT
+    thread::F_HIJACKED | u32::from(fids::ret_tag(fid)) << thread::F_RET_TAG_SHIFT
 }
 
 /// For a site of the tracer's ops that the fast entry path can serve: the
@@ -439,7 +434,7 @@ fn fast_slot(ops: &RawOps, site: &SlotSite) -> Option<(usize, usize)> {
             return None;
         }
         let spec = fids::spec(site.fid)?;
-        if flags & fids::RETVAL != 0 && (open || args::fast_ret_tag(spec).is_none()) {
+        if flags & fids::RETVAL != 0 && (open || fids::ret_tag(site.fid) == 0) {
             return None;
         }
         let frame = if open {
