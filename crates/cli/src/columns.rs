@@ -4,6 +4,8 @@
 //! the process began, the time since the thread's previous line, and the
 //! function's address.
 
+use std::io::{self, Write};
+
 use crate::units::{graph_duration, human, mark};
 
 /// One column (uftrace's field names).
@@ -85,43 +87,49 @@ impl Columns {
         }
     }
 
-    /// Everything before the `|` of a line; `paint` colours a duration by
-    /// its mark (the escapes before and after).
-    pub fn prefix(&self, c: &Cell, paint: impl Fn(char) -> (&'static str, &'static str)) -> String {
-        let mut out = String::new();
+    /// Whether field `f` is shown (what a line need not compute when not).
+    pub fn has(&self, f: Field) -> bool {
+        self.fields.contains(&f)
+    }
+
+    /// Writes everything before the `|` of a line; `paint` colours a
+    /// duration by its mark (the escapes before and after).
+    pub fn write_prefix(
+        &self,
+        out: &mut impl Write,
+        c: &Cell,
+        paint: impl Fn(char) -> (&'static str, &'static str),
+    ) -> io::Result<()> {
         for &f in &self.fields {
             let (width, _) = self.title(f);
             match f {
-                Field::Tid => out.push_str(&format!(" {:>w$})", c.tid, w = self.tid_width)),
+                Field::Tid => write!(out, " {:>w$})", c.tid, w = self.tid_width)?,
                 Field::Duration => match c.dur {
-                    None => out.push_str(&" ".repeat(width)),
+                    None => write!(out, "{:width$}", "")?,
                     Some(ns) => {
                         let m = mark(ns);
                         let (on, off) = paint(m);
-                        out.push_str(&format!(" {on}{m} {}{off}", graph_duration(ns)));
+                        write!(out, " {on}{m} {}{off}", graph_duration(ns))?;
                     }
                 },
-                Field::Time => out.push_str(&format!(
-                    "{:>width$}",
-                    format!("{}.{:09}", c.ns / 1_000_000_000, c.ns % 1_000_000_000)
-                )),
-                Field::Elapsed => out.push_str(&format!("{:>width$}", human(c.elapsed_ns).trim())),
-                Field::Delta => {
-                    let text = c
-                        .delta_ns
-                        .map(|d| human(d).trim().to_string())
-                        .unwrap_or_default();
-                    out.push_str(&format!("{text:>width$}"));
+                Field::Time => {
+                    let (s, ns) = (c.ns / 1_000_000_000, c.ns % 1_000_000_000);
+                    write!(out, "{:>w$}.{ns:09}", s, w = width - 10)?;
                 }
-                Field::Addr => {
-                    let text = c.addr.map(|a| format!("{a:#x}")).unwrap_or_default();
-                    out.push_str(&format!("{text:>width$}"));
-                }
+                Field::Elapsed => write!(out, "{:>width$}", human(c.elapsed_ns).trim())?,
+                Field::Delta => match c.delta_ns {
+                    Some(d) => write!(out, "{:>width$}", human(d).trim())?,
+                    None => write!(out, "{:width$}", "")?,
+                },
+                Field::Addr => match c.addr {
+                    Some(a) => write!(out, "{a:>#width$x}")?,
+                    None => write!(out, "{:width$}", "")?,
+                },
             }
         }
-        if self.fields != DEFAULT && !self.fields.ends_with(&[Field::Duration]) {
-            out.push(' ');
+        if !self.fields.ends_with(&[Field::Duration]) {
+            out.write_all(b" ")?;
         }
-        out
+        Ok(())
     }
 }

@@ -407,7 +407,6 @@ impl<'s, 'p> ProcessView<'s, 'p> {
         }
     }
 
-    /// One graph line: TID, duration (or blank), indentation, text.
     /// Prints one line of thread `tid`: the columns (`-f`) of an event at
     /// `ns` (a call's start for its opening line and a leaf, its end for
     /// a closing line) of function `fid`, with duration `dur`, then `text`
@@ -428,18 +427,26 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             true => format!("[depth {level}] "),
             false => String::new(),
         };
-        let delta_ns = self.last_ns.insert(tid, ns).map(|last| ns.saturating_sub(last));
+        // Only what the columns show is looked up.
+        let delta_ns = match self.columns.has(Field::Delta) {
+            true => self.last_ns.insert(tid, ns).map(|last| ns.saturating_sub(last)),
+            false => None,
+        };
+        let addr = match self.columns.has(Field::Addr) {
+            true => fid.and_then(|f| self.names.address_of(f)),
+            false => None,
+        };
         let cell = Cell {
             tid,
             ns,
             elapsed_ns: ns.saturating_sub(self.start_ns),
             delta_ns,
             dur,
-            addr: fid.and_then(|f| self.names.address_of(f)),
+            addr,
         };
         let color = self.style.color;
-        let prefix = self.columns.prefix(&cell, |m| paint(color, m));
-        writeln!(out, "{prefix}|  {:indent$}{depth}{text}", "")
+        self.columns.write_prefix(out, &cell, |m| paint(color, m))?;
+        writeln!(out, "|  {:indent$}{depth}{text}", "")
     }
 }
 

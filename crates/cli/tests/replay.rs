@@ -153,6 +153,12 @@ fn output_fields() {
             header.starts_with('#') && header.ends_with("FUNCTION"),
             "{header}"
         );
+        // A column keeps its width: every `|` where FUNCTION's text starts.
+        let text_at = header.len() - "FUNCTION".len();
+        assert!(
+            out.lines().skip(1).all(|l| l.find('|') == Some(text_at - 3)),
+            "-f {field}:\n{out}"
+        );
         lines
             .map(|l| {
                 let (left, text) = l.split_once('|').unwrap();
