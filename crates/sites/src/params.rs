@@ -347,44 +347,44 @@ fn at_entry(
     Ok(first.flatten().unwrap_or(AtEntry::Unknown))
 }
 
-/// The register a location expression names ([`register_of`]), or the two
+/// The register a location expression names ([`register_of`]); the two
 /// registers of a value in two 8-byte pieces (`DW_OP_regX DW_OP_piece 8
-/// DW_OP_regY DW_OP_piece 8`: a Rust `&str` in registers).
+/// DW_OP_regY DW_OP_piece 8`: a Rust `&str` in registers); or the register
+/// holding the address of a value in memory (`DW_OP_bregN 0`).
 fn registers_of(expr: gimli::Expression<R<'_>>, encoding: gimli::Encoding) -> Option<AtEntry> {
+    use gimli::Operation::{Piece, Register, RegisterOffset};
     if let Some(r) = register_of(expr, encoding) {
         return Some(AtEntry::Reg(r));
     }
-    let mut ops = expr.operations(encoding);
-    if let Ok(Some(gimli::Operation::RegisterOffset {
-        register,
-        offset: 0,
-        base_type,
-    })) = ops.clone().next()
-    {
-        let mut rest = ops;
-        rest.next().ok()?;
-        if base_type.0 == 0 && matches!(rest.next(), Ok(None)) {
-            return Some(AtEntry::At(register.0));
+    // No form of interest has more than four operations.
+    let mut ops = Vec::with_capacity(4);
+    let mut iter = expr.operations(encoding);
+    while let Some(op) = iter.next().ok()? {
+        if ops.len() == 4 {
+            return None;
         }
+        ops.push(op);
     }
-    let mut regs = [0u16; 2];
-    for r in &mut regs {
-        let gimli::Operation::Register { register } = ops.next().ok()?? else {
-            return None;
-        };
-        let gimli::Operation::Piece {
-            size_in_bits: 64,
-            bit_offset: None,
-        } = ops.next().ok()??
-        else {
-            return None;
-        };
-        *r = register.0;
+    let piece = |op: &gimli::Operation<R<'_>>| {
+        matches!(
+            op,
+            Piece {
+                size_in_bits: 64,
+                bit_offset: None
+            }
+        )
+    };
+    match ops.as_slice() {
+        [RegisterOffset {
+            register,
+            offset: 0,
+            base_type,
+        }] if base_type.0 == 0 => Some(AtEntry::At(register.0)),
+        [Register { register: a }, p, Register { register: b }, q] if piece(p) && piece(q) => {
+            Some(AtEntry::Pair(a.0, b.0))
+        }
+        _ => None,
     }
-    ops.next()
-        .ok()?
-        .is_none()
-        .then_some(AtEntry::Pair(regs[0], regs[1]))
 }
 
 /// The register a location expression names (`DW_OP_regN`, or the entry
