@@ -37,30 +37,13 @@ impl From<&Function> for Side {
     }
 }
 
-/// What the rows are ordered by: the largest change of this first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Key {
-    Total,
-    SelfTime,
-    Calls,
-    Name,
-}
-
-impl Row {
-    fn change(&self, key: Key) -> u64 {
-        let (a, b) = match key {
-            Key::Total => (self.base.total_ns, self.new.total_ns),
-            Key::SelfTime => (self.base.self_ns, self.new.self_ns),
-            Key::Calls => (self.base.calls, self.new.calls),
-            Key::Name => (0, 0),
-        };
-        a.abs_diff(b)
-    }
-}
-
 /// The rows of every function in either recording, the largest change of
-/// `key` first, ties by name.
-pub fn rows(base: &BTreeMap<String, Function>, new: &BTreeMap<String, Function>, key: Key) -> Vec<Row> {
+/// the number `key` takes of a side first (none: by name), ties by name.
+pub fn rows(
+    base: &BTreeMap<String, Function>,
+    new: &BTreeMap<String, Function>,
+    key: Option<fn(&Side) -> u64>,
+) -> Vec<Row> {
     let names: BTreeSet<&String> = base.keys().chain(new.keys()).collect();
     let mut rows: Vec<Row> = names
         .into_iter()
@@ -70,24 +53,16 @@ pub fn rows(base: &BTreeMap<String, Function>, new: &BTreeMap<String, Function>,
             new: new.get(name).map(Side::from).unwrap_or_default(),
         })
         .collect();
-    rows.sort_by(|a, b| {
-        b.change(key)
-            .cmp(&a.change(key))
-            .then_with(|| a.name.cmp(&b.name))
-    });
+    let change = |r: &Row| key.map_or(0, |k| k(&r.base).abs_diff(k(&r.new)));
+    rows.sort_by(|a, b| change(b).cmp(&change(a)).then_with(|| a.name.cmp(&b.name)));
     rows
 }
 
-/// A signed difference of durations, `+1.234 ms` / `-20 ns`.
-fn delta_time(a: u64, b: u64) -> String {
+/// The change from `a` to `b`, signed, its size shown by `show`
+/// (`+1.234 ms`, `-20`).
+fn change(a: u64, b: u64, show: impl Fn(u64) -> String) -> String {
     let sign = if b >= a { '+' } else { '-' };
-    format!("{sign}{}", human(a.abs_diff(b)).trim())
-}
-
-/// A signed difference of counts.
-fn delta_count(a: u64, b: u64) -> String {
-    let sign = if b >= a { '+' } else { '-' };
-    format!("{sign}{}", a.abs_diff(b))
+    format!("{sign}{}", show(a.abs_diff(b)))
 }
 
 /// The table: each column as base, new and the change.
@@ -106,13 +81,13 @@ pub fn write_table(out: &mut impl Write, rows: &[Row]) -> io::Result<()> {
             "{:>12}{:>12}{:>12}  {:>12}{:>12}{:>12}  {:>12}{:>12}{:>12}  {}",
             human(a.total_ns),
             human(b.total_ns),
-            delta_time(a.total_ns, b.total_ns),
+            change(a.total_ns, b.total_ns, |d| human(d).trim().to_string()),
             human(a.self_ns),
             human(b.self_ns),
-            delta_time(a.self_ns, b.self_ns),
+            change(a.self_ns, b.self_ns, |d| human(d).trim().to_string()),
             a.calls,
             b.calls,
-            delta_count(a.calls, b.calls),
+            change(a.calls, b.calls, |d| d.to_string()),
             r.name
         )?;
     }

@@ -169,11 +169,11 @@ fn run_diff(args: &Args, other: &std::path::Path, out: &mut dyn Write) -> anyhow
         let incomplete = losses::summary(&stats.losses, &trace, Some(stats.exit_lost));
         sides.push((label, dir.to_path_buf(), stats.functions, incomplete));
     }
-    let key = match args.sort.first() {
-        Some(Sort::SelfTime) => diff::Key::SelfTime,
-        Some(Sort::Calls) => diff::Key::Calls,
-        Some(Sort::Name) => diff::Key::Name,
-        _ => diff::Key::Total,
+    let key: Option<fn(&diff::Side) -> u64> = match args.sort.first() {
+        Some(Sort::Name) => None,
+        Some(Sort::SelfTime) => Some(|s| s.self_ns),
+        Some(Sort::Calls) => Some(|s| s.calls),
+        _ => Some(|s| s.total_ns),
     };
     let rows = diff::rows(&sides[0].2, &sides[1].2, key);
     let mut out = BufWriter::new(out);
