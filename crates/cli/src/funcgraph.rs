@@ -17,11 +17,14 @@
 //! starts with its level instead (`[depth 70] f() {`). At most
 //! `MAX_DEPTH` (`fntrace_format::stack`) calls of a thread are open: deeper entries are left out
 //! with a damage note ([`ProcessView::notes`]).
+//!
+//! It prints what it is given: the filters (`-F`, `-D`, `-C`...) narrow
+//! the threads' events before they reach it (`crate::narrow`). A call whose
+//! callees were all left out is one line, as a leaf is.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use fntrace_filter::Filter;
 use fntrace_format::read::{Event, EventKind, Process};
 use fntrace_format::stack::CallStack;
 use fntrace_format::values::{self, Value};
@@ -36,23 +39,8 @@ pub struct Style {
     pub color: bool,
     /// Columns of the TID field.
     pub width: usize,
-    /// `-F`: show only these calls and what they call (none: all).
-    pub filter: Filter,
-    /// `-N`: hide these calls and what they call.
-    pub notrace: Filter,
-    /// `-H`: hide these calls, not what they call.
-    pub hide: Filter,
-    /// `-C`: show only these calls (not what they call) and the calls
-    /// that led to them.
-    pub callers: Filter,
-    /// `-D`: show calls nested at most this deep (counted from the first
-    /// call shown: under `-F`, from the call it selects), none: all.
-    pub depth: Option<usize>,
     /// `-f`: the columns before the function.
     pub fields: Vec<Field>,
-    /// `-r`: only the calls that began in this range (their callees that
-    /// began in it too, when they did not).
-    pub range: Option<crate::range::TimeRange>,
 }
 
 impl Style {
@@ -77,46 +65,12 @@ pub const MAX_INDENT: usize = 64;
 /// An open call of a thread.
 struct Frame {
     start_ns: u64,
-    /// Inside a call `-F` selects (or there is no `-F`).
-    inside: bool,
-    /// Inside a call `-N` hides.
-    hidden: bool,
-    /// Whether this call was printed.
-    shown: bool,
-    /// Printed calls on the stack, this one included: the indentation of
+    /// Open calls on the stack, this one included: the indentation of
     /// what it calls.
     level: usize,
     /// Opened with its arguments: named without its parameter list, as
     /// its closing line names it too.
     short: bool,
-    /// A call at the `-D` limit, whose callees are all too deep: its
-    /// opening (`name(args)`) waits for its end, where it prints as a leaf
-    /// (`name(args);`), as `record -D` would have recorded it.
-    pending: Option<String>,
-    /// Under `-C`, a call not printed yet: its opening, printed when a call
-    /// `-C` selects begins inside it; never, if none does.
-    waiting: Option<String>,
-}
-
-/// What the patterns say of a function.
-#[derive(Debug, Clone, Copy)]
-struct Matches {
-    /// `-F` selects it (or there is no `-F`).
-    selected: bool,
-    /// `-N` hides it and its callees.
-    notrace: bool,
-    /// `-H` hides it alone.
-    hidden: bool,
-    /// `-C` selects it.
-    target: bool,
-}
-
-/// Where a thread is: what a new call would inherit.
-#[derive(Clone, Copy)]
-struct Context {
-    inside: bool,
-    hidden: bool,
-    level: usize,
 }
 
 /// The printing state of one process's threads.
@@ -126,13 +80,9 @@ pub struct ProcessView<'s, 'p> {
     /// The process start (ns), the origin of `function` tracer timestamps.
     start_ns: u64,
     stacks: Vec<CallStack<Frame>>,
-    /// What the patterns say of each function.
-    matches: HashMap<u32, Matches>,
     columns: Columns,
     /// The time of each thread's last line (`-f delta`).
     last_ns: HashMap<u32, u64>,
-    /// `-r` in this process's clock: `[from, to]`.
-    range: (u64, u64),
 }
 
 impl<'s, 'p> ProcessView<'s, 'p> {
@@ -142,37 +92,15 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             names: Names::of(process, demangle),
             start_ns: process.info.clock.mono0_ns,
             stacks: (0..threads).map(|_| CallStack::new()).collect(),
-            matches: HashMap::new(),
             columns: style.columns(),
             last_ns: HashMap::new(),
-            range: style
-                .range
-                .map_or((0, u64::MAX), |r| r.resolve(process.info.clock.mono0_ns)),
         }
     }
 
-    /// Prints every event of `merge`.
+    /// Prints every event of `merge` (narrowed as the reading asks).
     pub fn run(&mut self, out: &mut impl Write, merge: &mut Merge) -> io::Result<()> {
         while let Some((i, ev)) = merge.next_event() {
             self.event(out, merge, i, ev)?;
-        }
-        // A call at the `-D` limit that never returned (the program ended
-        // inside it) is shown open, as the others that never returned.
-        for i in 0..self.stacks.len() {
-            while let Some((fid, frame)) = self.stacks[i].pop() {
-                if let Some(opening) = &frame.pending {
-                    let (tid, ns) = (merge.tid(i), frame.start_ns);
-                    self.line(
-                        out,
-                        tid,
-                        ns,
-                        Some(fid),
-                        None,
-                        frame.level - 1,
-                        &format!("{opening} {{"),
-                    )?;
-                }
-            }
         }
         Ok(())
     }
@@ -184,120 +112,42 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             .collect()
     }
 
-    fn matches(&mut self, fid: u32) -> Matches {
-        if let Some(&m) = self.matches.get(&fid) {
-            return m;
-        }
-        let style = self.style;
-        let name = self.names.get(fid);
-        let m = Matches {
-            selected: style.filter.is_empty() || name.matches(&style.filter),
-            notrace: !style.notrace.is_empty() && name.matches(&style.notrace),
-            hidden: !style.hide.is_empty() && name.matches(&style.hide),
-            target: !style.callers.is_empty() && name.matches(&style.callers),
-        };
-        self.matches.insert(fid, m);
-        m
-    }
-
-    fn context(&self, i: usize) -> Context {
-        match self.stacks[i].last() {
-            Some((_, f)) => Context {
-                inside: f.inside,
-                hidden: f.hidden,
-                level: f.level,
-            },
-            None => Context {
-                inside: self.style.filter.is_empty(),
-                hidden: false,
-                level: 0,
-            },
-        }
-    }
-
-    /// Whether `ns` is in the `-r` range.
-    fn in_range(&self, ns: u64) -> bool {
-        (self.range.0..=self.range.1).contains(&ns)
-    }
-
-    /// Whether a call of `fid` in context `ctx` is shown: inside `-F`, and
-    /// not under `-N`, nor deeper than `-D` (which hide what it calls too).
-    fn shown(&mut self, ctx: Context, fid: u32) -> (bool, bool, bool) {
-        let m = self.matches(fid);
-        let inside = ctx.inside || m.selected;
-        let too_deep = inside && self.style.depth.is_some_and(|d| ctx.level >= d);
-        let hidden = ctx.hidden || m.notrace || too_deep;
-        (inside && !hidden && !m.hidden, inside, hidden)
-    }
-
-    /// Prints the openings of the calls waiting on thread `i`'s stack
-    /// (`-C`): a call it selects began inside them.
-    fn release_waiting(&mut self, out: &mut impl Write, i: usize, tid: u32) -> io::Result<()> {
-        let waiting: Vec<(u64, usize, String)> = self.stacks[i]
-            .values_mut()
-            .filter_map(|f| Some((f.start_ns, f.level - 1, f.waiting.take()?)))
-            .collect();
-        for (ns, level, opening) in waiting {
-            self.line(out, tid, ns, None, None, level, &format!("{opening} {{"))?;
-        }
-        Ok(())
+    /// The indentation of a call opened now in thread `i`.
+    fn level(&self, i: usize) -> usize {
+        self.stacks[i].last().map_or(0, |(_, f)| f.level)
     }
 
     fn event(&mut self, out: &mut impl Write, merge: &mut Merge, i: usize, ev: Event) -> io::Result<()> {
         let tid = merge.tid(i);
-        let ctx = self.context(i);
+        let level = self.level(i);
         match ev.kind {
             EventKind::Entry => {
-                let (shown, inside, mut hidden) = self.shown(ctx, ev.fid);
-                // Out of `-r`: not shown, but its callees may be.
-                let shown = shown && self.in_range(ev.ns);
-                // `-C`: a call it selects is shown (not its callees) with
-                // the calls that led to it; the others wait for one.
-                let callers = !self.style.callers.is_empty();
-                let target = callers && self.matches(ev.fid).target;
-                if shown && target {
-                    self.release_waiting(out, i, tid)?;
-                    hidden = true;
-                }
-                let waits = shown && callers && !target;
                 let leaf = merge
                     .peek(i)
                     .is_some_and(|next| next.kind == EventKind::Exit && next.fid == ev.fid);
-                if shown && leaf && !waits {
+                if leaf {
                     let exit = merge.take(i);
                     let end = exit.as_ref().map_or(ev.ns, |e| e.ns);
                     let ret = returned(exit.as_ref().and_then(|e| e.values.as_deref()));
                     let text = format!("{}{ret};", called(self.names.shown(ev.fid), ev.values.as_deref()));
                     let dur = Some(end.saturating_sub(ev.ns));
-                    return self.line(out, tid, ev.ns, Some(ev.fid), dur, ctx.level, &text);
+                    return self.line(out, tid, ev.ns, Some(ev.fid), dur, level, &text);
                 }
-                let opening = shown.then(|| called(self.names.shown(ev.fid), ev.values.as_deref()));
-                // Its callees are all hidden (the `-D` limit, or a call
-                // `-C` selects): it prints as a leaf when it ends.
-                let at_limit = self.style.depth.is_some_and(|d| ctx.level + 1 >= d) || target;
                 let frame = Frame {
                     start_ns: ev.ns,
-                    inside,
-                    hidden,
-                    shown,
-                    level: ctx.level + usize::from(shown),
+                    level: level + 1,
                     short: ev.values.is_some(),
-                    pending: opening.clone().filter(|_| at_limit && !waits),
-                    waiting: opening.clone().filter(|_| waits),
                 };
-                // A call left out (too deep) is not shown.
-                if self.stacks[i].push(ev.fid, frame) && shown && !at_limit && !waits {
-                    let text = format!("{} {{", opening.unwrap_or_default());
-                    self.line(out, tid, ev.ns, Some(ev.fid), None, ctx.level, &text)?;
+                // A call nested too deep is left out (and counted).
+                if self.stacks[i].push(ev.fid, frame) {
+                    let text = format!("{} {{", called(self.names.shown(ev.fid), ev.values.as_deref()));
+                    self.line(out, tid, ev.ns, Some(ev.fid), None, level, &text)?;
                 }
                 Ok(())
             }
             EventKind::Exit => self.close(out, i, tid, ev, false),
             EventKind::Unwind => self.close(out, i, tid, ev, true),
             EventKind::EntryCaller(caller) => {
-                if !self.shown(ctx, ev.fid).0 || !self.in_range(ev.ns) {
-                    return Ok(());
-                }
                 let rel = ev.ns.saturating_sub(self.start_ns);
                 let stamp = format!("{}.{:06}", rel / 1_000_000_000, rel % 1_000_000_000 / 1000);
                 let name = match ev.values.as_deref() {
@@ -310,11 +160,8 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             }
             EventKind::Call { dur_ns } => {
                 let start = ev.ns.saturating_sub(dur_ns);
-                if !self.shown(ctx, ev.fid).0 || !self.in_range(start) {
-                    return Ok(());
-                }
                 let text = self.closing(ev.fid, false, ev.values.as_deref(), ev.values.is_some());
-                self.line(out, tid, start, Some(ev.fid), Some(dur_ns), ctx.level, &text)
+                self.line(out, tid, start, Some(ev.fid), Some(dur_ns), level, &text)
             }
             EventKind::Lost(n) => {
                 self.stacks[i].lose();
@@ -327,10 +174,9 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                 let (on, off) = paint(self.style.color, '*');
                 writeln!(out, " {tid:>w$}) {on}{what}{off}")
             }
-            EventKind::Mark(_) if !self.in_range(ev.ns) => Ok(()),
             EventKind::Mark(on) => {
                 let text = if on { "/* trace_on */" } else { "/* trace_off */" };
-                self.line(out, tid, ev.ns, None, None, ctx.level, text)
+                self.line(out, tid, ev.ns, None, None, level, text)
             }
         }
     }
@@ -347,42 +193,26 @@ impl<'s, 'p> ProcessView<'s, 'p> {
         unwound: bool,
     ) -> io::Result<()> {
         let Some(pos) = self.stacks[i].position(ev.fid) else {
-            let ctx = self.context(i);
-            if self.shown(ctx, ev.fid).0 && self.in_range(ev.ns) {
-                let short = ev.values.is_some();
-                let text = self.closing(ev.fid, unwound, ev.values.as_deref(), short);
-                self.line(out, tid, ev.ns, Some(ev.fid), None, ctx.level, &text)?;
-            }
-            return Ok(());
+            let short = ev.values.is_some();
+            let text = self.closing(ev.fid, unwound, ev.values.as_deref(), short);
+            let level = self.level(i);
+            return self.line(out, tid, ev.ns, Some(ev.fid), None, level, &text);
         };
         while self.stacks[i].len() > pos {
             let exit_lost = self.stacks[i].top_spans_loss();
             let Some((fid, frame)) = self.stacks[i].pop() else {
                 break;
             };
-            if frame.shown && frame.waiting.is_none() {
-                let this = self.stacks[i].len() == pos;
-                if let Some(opening) = &frame.pending {
-                    if this && !unwound && !exit_lost {
-                        let text = format!("{opening}{};", returned(ev.values.as_deref()));
-                        let dur = ev.ns.saturating_sub(frame.start_ns);
-                        let level = frame.level - 1;
-                        self.line(out, tid, frame.start_ns, Some(fid), Some(dur), level, &text)?;
-                        continue;
-                    }
-                    let text = format!("{opening} {{");
-                    self.line(out, tid, frame.start_ns, Some(fid), None, frame.level - 1, &text)?;
-                }
-                if exit_lost {
-                    let text = format!("}} /* {} (exit lost) */", self.named(fid, frame.short));
-                    self.line(out, tid, ev.ns, Some(fid), None, frame.level - 1, &text)?;
-                    continue;
-                }
-                let ret = if this { ev.values.as_deref() } else { None };
-                let text = self.closing(fid, unwound || !this, ret, frame.short || ret.is_some());
-                let dur = ev.ns.saturating_sub(frame.start_ns);
-                self.line(out, tid, ev.ns, Some(fid), Some(dur), frame.level - 1, &text)?;
+            if exit_lost {
+                let text = format!("}} /* {} (exit lost) */", self.named(fid, frame.short));
+                self.line(out, tid, ev.ns, Some(fid), None, frame.level - 1, &text)?;
+                continue;
             }
+            let this = self.stacks[i].len() == pos;
+            let ret = if this { ev.values.as_deref() } else { None };
+            let text = self.closing(fid, unwound || !this, ret, frame.short || ret.is_some());
+            let dur = ev.ns.saturating_sub(frame.start_ns);
+            self.line(out, tid, ev.ns, Some(fid), Some(dur), frame.level - 1, &text)?;
         }
         Ok(())
     }

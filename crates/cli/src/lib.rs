@@ -4,6 +4,7 @@
 //! runs them in-process).
 #![forbid(unsafe_code)]
 
+mod calltree;
 pub mod cmd;
 mod columns;
 mod control;
@@ -14,6 +15,7 @@ mod funcgraph;
 mod launch;
 mod losses;
 mod merge;
+mod narrow;
 mod nothing;
 mod options;
 mod output;
@@ -24,4 +26,4 @@ mod trace;
 mod units;
 mod unmatched;
 
-pub use output::is_broken_pipe;
+pub use output::{exit_status, is_broken_pipe};

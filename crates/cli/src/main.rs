@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use fntrace::readers::Reader;
-use fntrace::{cmd, is_broken_pipe};
+use fntrace::{cmd, exit_status, is_broken_pipe};
 
 /// A dynamic function tracer for Linux user-space programs.
 #[derive(Parser)]
@@ -49,7 +49,7 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fntrace: error: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(exit_status(&e))
         }
     }
 }

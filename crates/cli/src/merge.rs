@@ -4,12 +4,14 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use fntrace_format::read::{Event, ThreadEvents};
+use fntrace_format::read::Event;
+
+use crate::narrow::Narrowed;
 
 /// One thread's stream and its next event.
 struct Stream {
     tid: u32,
-    events: ThreadEvents,
+    events: Narrowed,
     next: Option<Event>,
 }
 
@@ -22,7 +24,7 @@ pub struct Merge {
 }
 
 impl Merge {
-    pub fn new(threads: Vec<(u32, ThreadEvents)>) -> Merge {
+    pub fn new(threads: Vec<(u32, Narrowed)>) -> Merge {
         let mut streams: Vec<Stream> = threads
             .into_iter()
             .map(|(tid, events)| Stream {
@@ -95,10 +97,7 @@ impl Merge {
 
     /// The damage notes of the threads, once they were read to the end.
     pub fn damage(&self) -> Vec<String> {
-        self.streams
-            .iter()
-            .filter_map(|s| s.events.damage().map(str::to_string))
-            .collect()
+        self.streams.iter().flat_map(|s| s.events.damage()).collect()
     }
 }
 
@@ -109,13 +108,15 @@ mod tests {
     use fntrace_format::read::EventKind;
     use fntrace_format::write::ChunkBuilder;
 
-    fn thread(tid: u32, ticks: &[u64]) -> (u32, ThreadEvents) {
+    use fntrace_format::read::ThreadEvents;
+
+    fn thread(tid: u32, ticks: &[u64]) -> (u32, Narrowed) {
         let mut c = ChunkBuilder::new(tid, 0, 0);
         for &t in ticks {
             c.entry(tid, t);
         }
         let events = ThreadEvents::from_bytes(c.bytes(), format!("t{tid}"), Some(tid), Clock::monotonic(0));
-        (tid, events)
+        (tid, Narrowed::all(events))
     }
 
     #[test]

@@ -13,6 +13,21 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
         .any(|e| e.kind() == io::ErrorKind::BrokenPipe)
 }
 
+/// An option the arguments' parser could not check (it depends on another
+/// option, as a pattern on `--match`): a usage error, exit status 2 as
+/// clap's.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// The exit status of an error: 2 for a [`UsageError`], else 1.
+pub fn exit_status(e: &anyhow::Error) -> u8 {
+    match e.downcast_ref::<UsageError>() {
+        Some(_) => 2,
+        None => 1,
+    }
+}
+
 /// The largest binary `fntrace list`, `record` and `recordmcount` read.
 pub const BINARY_LIMIT: u64 = 4 << 30;
 

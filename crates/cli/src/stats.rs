@@ -92,6 +92,8 @@ pub struct Request<'a> {
     /// distinct argument list, as `name(args)` (`report --by-args`); the
     /// total of such a row is the sum of its calls' durations.
     pub by_args: bool,
+    /// What of the events to count (`-F`, `-D`...).
+    pub narrowing: &'a crate::narrow::Narrowing,
 }
 
 /// The numbers of one process, by function id.
@@ -127,7 +129,7 @@ pub fn collect(trace: &Trace, request: &Request<'_>) -> Stats {
                 }
                 tally
             }
-            None => tally_events(process, request.tids, &mut stats),
+            None => tally_events(process, request, &mut stats),
         };
         stats.losses.process(process);
         merge(&mut stats, process, tally, request);
@@ -135,14 +137,15 @@ pub fn collect(trace: &Trace, request: &Request<'_>) -> Stats {
     stats
 }
 
-fn tally_events(process: &Process, tids: &[u32], stats: &mut Stats) -> Tally {
+fn tally_events(process: &Process, request: &Request<'_>, stats: &mut Stats) -> Tally {
+    let tids = request.tids;
     let mut tally = Tally::default();
     for &tid in process
         .tids
         .iter()
         .filter(|t| tids.is_empty() || tids.contains(t))
     {
-        let mut events = process.events(tid);
+        let mut events = request.narrowing.events(process, || process.events(tid));
         let mut builder = CallBuilder::new();
         let mut calls = Vec::new();
         let mut levels = Levels::default();
@@ -171,8 +174,8 @@ fn tally_events(process: &Process, tids: &[u32], stats: &mut Stats) -> Tally {
             let f = tally.functions.entry(fid).or_default();
             f.total_ns = f.total_ns.saturating_add(total);
         }
-        stats.damage.extend(events.damage().map(str::to_string));
-        stats.losses.thread(&events);
+        stats.damage.extend(events.damage());
+        stats.losses.thread(events.source());
     }
     tally
 }

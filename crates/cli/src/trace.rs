@@ -18,8 +18,13 @@ pub fn open(dir: &Path) -> anyhow::Result<Trace> {
 
 /// Prints damage notes on stderr, one line each.
 pub fn warn_damage<S: AsRef<str>>(notes: &[S]) {
+    // A note two readings of one stream made alike (the narrowing's and
+    // the reader's) is said once.
+    let mut said = std::collections::HashSet::new();
     for note in notes {
-        eprintln!("fntrace: warning: {}", note.as_ref());
+        if said.insert(note.as_ref()) {
+            eprintln!("fntrace: warning: {}", note.as_ref());
+        }
     }
 }
 

@@ -36,7 +36,7 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -555,7 +555,7 @@ fn program_test(program: &Program, style: Style) {
         &report_counts(&out),
     );
     if let Some(func) = program.graph {
-        let (out, _) = fntrace_ok(&work.dir, &["graph", &data, func]);
+        let (out, _) = fntrace_ok(&work.dir, &["graph", "--gprof", &data, func]);
         check(
             &mut problems,
             &what(&format!("graph {func}")),
@@ -710,6 +710,215 @@ fn filters_graph_function() {
         &[],
         "filters.graph-function.expected",
     );
+}
+
+/// `replay -t` keeps the calls that lasted long enough and the calls that
+/// led to them, nested, as uftrace does: nap() (30 ms) in slow() in main().
+#[test]
+fn filters_replay_time_filter() {
+    filters_test("replay-t", &[], &["-t", "10ms"], "filters.replay-t.expected");
+}
+
+/// `replay -C inner`: the calls of inner (not what it calls) and the calls
+/// that led to them; slow() and stop() led to none.
+#[test]
+fn filters_replay_callers() {
+    filters_test("replay-C", &[], &["-C", "inner"], "filters.replay-C.expected");
+}
+
+/// `replay -H inner`: inner's calls are gone, its callees move up.
+#[test]
+fn filters_replay_hide() {
+    filters_test("replay-H", &[], &["-H", "inner"], "filters.replay-H.expected");
+}
+
+/// `-D` counts from the call `-F` selects.
+#[test]
+fn filters_replay_filter_depth() {
+    filters_test(
+        "replay-FD",
+        &[],
+        &["-F", "outer", "-D", "2"],
+        "filters.replay-FD.expected",
+    );
+}
+
+/// `filters` recorded whole (fentry) in a work directory named `name`;
+/// none when the compiler is missing.
+fn filters_recorded(name: &str) -> Option<(Work, String)> {
+    let exe = prepare(&FILTERS, Style::Fentry)?;
+    let work = Work::new(name);
+    let plain = untraced(&work, &exe, &[], FILTERS.status);
+    let data = record(&work, &exe, &[], &[], &plain);
+    Some((work, data))
+}
+
+/// `graph` in uftrace's layout (#21): every call path of `filters` merged
+/// into one tree, and under `leaf` each of the three paths that reach it
+/// (main→outer→inner 4 times, main→outer 2, main→slow 1), as the source
+/// makes them. Times are replaced by `x` (the tree's shape and counts are
+/// the truth checked; `report` checks the times).
+#[test]
+fn graph_call_tree() {
+    let Some((work, data)) = filters_recorded("e2e-graph-tree") else {
+        return;
+    };
+    let untimed = |text: String| -> String {
+        let mut lines = Vec::new();
+        for line in text.lines() {
+            let line = match line.split_once(" : ") {
+                Some((time, rest)) if !time.trim().is_empty() => format!("x : {rest}"),
+                Some((_, rest)) => format!("  : {rest}"),
+                None => match line.split_once(", time ") {
+                    Some((hits, _)) => format!("{hits}, time x"),
+                    None => line.to_string(),
+                },
+            };
+            lines.push(line.trim_end().to_string());
+        }
+        lines.join("\n") + "\n"
+    };
+    let mut problems = Vec::new();
+    let (out, _) = fntrace_ok(&work.dir, &["graph", &data]);
+    check(&mut problems, "graph", "filters.tree.expected", &untimed(out));
+    let (out, _) = fntrace_ok(&work.dir, &["graph", &data, "leaf"]);
+    check(
+        &mut problems,
+        "graph leaf",
+        "filters.tree-leaf.expected",
+        &untimed(out),
+    );
+    let (out, _) = fntrace_ok(&work.dir, &["graph", &data, "outer", "-N", "inner"]);
+    check(
+        &mut problems,
+        "graph outer -N inner",
+        "filters.tree-outer-N.expected",
+        &untimed(out),
+    );
+    finish(problems);
+}
+
+/// Every reader narrows alike (#21): on one recording of `filters`, for
+/// each set of options, the calls of each function that `replay` shows,
+/// `report` and `graph` count and `dump --chrome` exports are those the
+/// program's source makes (see filters.c: main calls outer twice, slow
+/// once, stop once; outer calls inner and leaf; inner calls leaf twice;
+/// slow calls nap and leaf).
+#[test]
+fn filters_every_reader_narrows_alike() {
+    let Some((work, data)) = filters_recorded("e2e-filters-readers") else {
+        return;
+    };
+    type Case = (&'static [&'static str], &'static [(&'static str, u64)]);
+    let cases: &[Case] = &[
+        (
+            &[],
+            &[
+                ("main", 1),
+                ("outer", 2),
+                ("inner", 2),
+                ("leaf", 7),
+                ("slow", 1),
+                ("nap", 1),
+                ("stop", 1),
+            ],
+        ),
+        (&["-F", "inner"], &[("inner", 2), ("leaf", 4)]),
+        (
+            &["-N", "inner"],
+            &[
+                ("main", 1),
+                ("outer", 2),
+                ("leaf", 3),
+                ("slow", 1),
+                ("nap", 1),
+                ("stop", 1),
+            ],
+        ),
+        (
+            &["-H", "inner"],
+            &[
+                ("main", 1),
+                ("outer", 2),
+                ("leaf", 7),
+                ("slow", 1),
+                ("nap", 1),
+                ("stop", 1),
+            ],
+        ),
+        (&["-C", "inner"], &[("main", 1), ("outer", 2), ("inner", 2)]),
+        (&["-C", "nap"], &[("main", 1), ("slow", 1), ("nap", 1)]),
+        (
+            &["-D", "2"],
+            &[("main", 1), ("outer", 2), ("slow", 1), ("stop", 1)],
+        ),
+        (&["-t", "10ms"], &[("main", 1), ("slow", 1), ("nap", 1)]),
+        (
+            &["-F", "outer", "-D", "2"],
+            &[("outer", 2), ("inner", 2), ("leaf", 2)],
+        ),
+        (&["-F", "slow", "-N", "nap"], &[("slow", 1), ("leaf", 1)]),
+        (
+            &["--match", "regex", "-F", "^(in|ou)"],
+            &[("outer", 2), ("inner", 2), ("leaf", 6)],
+        ),
+    ];
+    let mut problems = Vec::new();
+    for (options, expected) in cases {
+        let expected: BTreeMap<String, u64> = expected.iter().map(|(n, c)| (n.to_string(), *c)).collect();
+        let run = |command: &[&str]| -> String {
+            let mut all = command.to_vec();
+            all.extend(*options);
+            all.push(&data);
+            fntrace_ok(&work.dir, &all).0
+        };
+        let mut readers: Vec<(&str, BTreeMap<String, u64>)> = Vec::new();
+        let mut shown = BTreeMap::new();
+        for line in run(&["replay", "--color", "never"]).lines().skip(1) {
+            let text = line.split_once('|').map_or("", |(_, t)| t.trim());
+            if text.ends_with("();") || text.ends_with("() {") {
+                *shown
+                    .entry(text[..text.find('(').unwrap()].to_string())
+                    .or_default() += 1;
+            }
+        }
+        readers.push(("replay", shown));
+        let report: serde_json::Value = serde_json::from_str(&run(&["report", "--json"])).unwrap();
+        let counted = report.as_array().unwrap().iter();
+        let counted = counted.map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                r["calls"].as_u64().unwrap(),
+            )
+        });
+        readers.push(("report", counted.collect()));
+        let mut graphed = BTreeMap::new();
+        for line in run(&["graph", "--gprof"]).lines() {
+            if let Some((name, rest)) = line.split_once(": ").filter(|_| !line.starts_with(' ')) {
+                let calls = rest.split(' ').next().unwrap().parse().unwrap();
+                graphed.insert(name.to_string(), calls);
+            }
+        }
+        readers.push(("graph", graphed));
+        let chrome: serde_json::Value = serde_json::from_str(&run(&["dump", "--chrome"])).unwrap();
+        let mut exported = BTreeMap::new();
+        for ev in chrome["traceEvents"].as_array().unwrap() {
+            if ev["ph"] == "B" || ev["ph"] == "X" {
+                *exported
+                    .entry(ev["name"].as_str().unwrap().to_string())
+                    .or_default() += 1;
+            }
+        }
+        readers.push(("dump --chrome", exported));
+        for (reader, counts) in readers {
+            if counts != expected {
+                problems.push(format!(
+                    "{reader} {options:?}: {counts:?}, the source makes {expected:?}"
+                ));
+            }
+        }
+    }
+    finish(problems);
 }
 
 /// Only nap() (30 ms), slow() and main() last 10 ms or more; the

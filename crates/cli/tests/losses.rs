@@ -83,7 +83,7 @@ fn every_reader_says_what_was_lost() {
     assert_eq!(row("work"), [1, 1, 50, 40, 50]);
     assert_eq!(row("main"), [0, 1, 0, 0, 0]);
 
-    let (graph, _) = fntrace_ok(&["graph", dir]);
+    let (graph, _) = fntrace_ok(&["graph", "--gprof", dir]);
     assert!(graph.starts_with(&format!("# {said}\n\n")), "{graph}");
     assert!(
         graph.contains("leaf: 1 call (1 more whose exit was lost), total 0.010 us"),

@@ -146,7 +146,7 @@ fn recursion_counts_outermost_calls() {
     assert_eq!(row(&rows, "fact"), &[4, 510, 490, 10, 500, 227]);
     assert_eq!(row(&rows, "main"), &[1, 1000, 490, 1000, 1000, 1000]);
     assert_eq!(row(&rows, "helper"), &[1, 20, 20, 20, 20, 20]);
-    let (text, _) = fntrace_ok(&["graph", d.path(), "fact"]);
+    let (text, _) = fntrace_ok(&["graph", "--gprof", d.path(), "fact"]);
     expect_file("graph_recursion.txt", &text);
 }
 
@@ -161,7 +161,7 @@ fn time_filter_calls_nest_by_time() {
     );
     assert_eq!(row(&rows, "worker"), &[1, 50_000, 30_000, 50_000, 50_000, 50_000]);
     assert_eq!(row(&rows, "leafy"), &[2, 35_000, 35_000, 15_000, 20_000, 17_500]);
-    let (text, _) = fntrace_ok(&["graph", d.path()]);
+    let (text, _) = fntrace_ok(&["graph", "--gprof", d.path()]);
     expect_file("graph_time_filter.txt", &text);
 }
 
@@ -191,7 +191,7 @@ fn function_tracer_counts_calls_and_callers() {
     let d = scenarios::function_tracer(&work);
     let rows = report(&[d.path()]);
     assert_eq!(row(&rows, "leaf"), &[2, 0, 0, 0, 0, 0]);
-    let (text, _) = fntrace_ok(&["graph", d.path()]);
+    let (text, _) = fntrace_ok(&["graph", "--gprof", d.path()]);
     expect_file("graph_function.txt", &text);
 }
 
@@ -199,10 +199,10 @@ fn function_tracer_counts_calls_and_callers() {
 fn graph() {
     let work = Work::new("graph-threads");
     let d = scenarios::threads(&work);
-    let (text, err) = fntrace_ok(&["graph", d.path()]);
+    let (text, err) = fntrace_ok(&["graph", "--gprof", d.path()]);
     assert_eq!(err, "");
     expect_file("graph_threads.txt", &text);
-    let (one, _) = fntrace_ok(&["graph", d.path(), "ns::*"]);
+    let (one, _) = fntrace_ok(&["graph", "--gprof", d.path(), "ns::*"]);
     let one = one
         .strip_prefix("# the trace is incomplete: ")
         .and_then(|rest| rest.split_once("\n\n"));
@@ -212,11 +212,11 @@ fn graph() {
         "{one}"
     );
     assert_eq!(one.lines().filter(|l| !l.starts_with(' ')).count(), 1, "{one}");
-    let out = fntrace_output(&["graph", d.path(), "nothing*"]);
+    let out = fntrace_output(&["graph", "--gprof", d.path(), "nothing*"]);
     assert_fails(&out, 1, "no function");
     // --tid (#21): the functions and counts of those threads alone, as
     // `report --tid` counts them.
-    let (text, _) = fntrace_ok(&["graph", "--tid", "101", d.path()]);
+    let (text, _) = fntrace_ok(&["graph", "--gprof", "--tid", "101", d.path()]);
     let heads: Vec<(String, u64)> = text
         .lines()
         .filter(|l| !l.starts_with(' ') && !l.starts_with('#') && l.contains(": "))
@@ -233,7 +233,7 @@ fn graph() {
     got.sort();
     want.sort();
     assert_eq!(got, want, "{text}");
-    let out = fntrace_output(&["graph", "--tid", "999", d.path()]);
+    let out = fntrace_output(&["graph", "--gprof", "--tid", "999", d.path()]);
     assert_eq!(out.status.code(), Some(1));
 }
 

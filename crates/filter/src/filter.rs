@@ -8,6 +8,12 @@
 //! `ns::f(int)`). The selection is: every function matched by some plain
 //! pattern (every function if there is none), less those matched by a `!`
 //! pattern.
+//!
+//! With the `regex` feature, [`Filter::parse_as`] also takes the name part
+//! of each pattern as a regular expression ([`Syntax::Regex`], uftrace's
+//! default `--match`): it matches where it is found in a name, anchored
+//! only by `^` and `$` (`-F '^parse'`); `!` and `:mod:` work as for globs,
+//! and modules are always globs.
 
 use std::fmt;
 
@@ -155,10 +161,59 @@ impl fmt::Display for Glob {
     }
 }
 
+/// How the name part of a pattern is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Syntax {
+    /// A glob, matching the whole name (ftrace's syntax).
+    #[default]
+    Glob,
+    /// A regular expression, matching anywhere in the name (uftrace's).
+    #[cfg(feature = "regex")]
+    Regex,
+}
+
+/// The name part of a rule.
+#[derive(Debug, Clone)]
+enum NamePattern {
+    Glob(Glob),
+    #[cfg(feature = "regex")]
+    Regex(regex::Regex),
+}
+
+impl NamePattern {
+    fn new(text: &str, syntax: Syntax) -> Result<NamePattern, String> {
+        match syntax {
+            Syntax::Glob => Glob::new(text).map(NamePattern::Glob),
+            #[cfg(feature = "regex")]
+            Syntax::Regex => regex::Regex::new(text)
+                .map(NamePattern::Regex)
+                // The parser's message spans lines; its last says what is wrong.
+                .map_err(|e| {
+                    let text = e.to_string();
+                    let last = text.lines().last().unwrap_or_default().trim();
+                    last.strip_prefix("error: ").unwrap_or(last).to_string()
+                }),
+        }
+    }
+
+    fn matches(&self, text: &str) -> bool {
+        match self {
+            NamePattern::Glob(glob) => glob.matches(text),
+            #[cfg(feature = "regex")]
+            NamePattern::Regex(re) => re.is_match(text),
+        }
+    }
+
+    /// Whether it matches every name by itself being `*`.
+    fn is_star(&self) -> bool {
+        matches!(self, NamePattern::Glob(g) if g.text == "*")
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Rule {
     remove: bool,
-    name: Glob,
+    name: NamePattern,
     module: Option<Glob>,
 }
 
@@ -183,6 +238,11 @@ pub struct Names<'a> {
 impl Filter {
     /// Parses patterns; an empty list selects everything.
     pub fn parse<S: AsRef<str>>(patterns: &[S]) -> Result<Filter, FilterError> {
+        Filter::parse_as(patterns, Syntax::Glob)
+    }
+
+    /// Parses patterns whose names are read in `syntax`.
+    pub fn parse_as<S: AsRef<str>>(patterns: &[S], syntax: Syntax) -> Result<Filter, FilterError> {
         let mut rules = Vec::new();
         for pattern in patterns {
             let pattern = pattern.as_ref();
@@ -202,7 +262,10 @@ impl Filter {
             if name.is_empty() && module.is_none() {
                 return Err(err("empty pattern".into()));
             }
-            let name = Glob::new(if name.is_empty() { "*" } else { name }).map_err(err)?;
+            let name = match name.is_empty() {
+                true => NamePattern::Glob(Glob::new("*").map_err(err)?),
+                false => NamePattern::new(name, syntax).map_err(err)?,
+            };
             rules.push(Rule { remove, name, module });
         }
         Ok(Filter { rules })
@@ -217,11 +280,7 @@ impl Filter {
     /// pattern, or a bare `*` and no removal.
     pub fn selects_everything(&self) -> bool {
         !self.rules.iter().any(|r| r.remove)
-            && (self.rules.is_empty()
-                || self
-                    .rules
-                    .iter()
-                    .any(|r| r.module.is_none() && r.name.text == "*"))
+            && (self.rules.is_empty() || self.rules.iter().any(|r| r.module.is_none() && r.name.is_star()))
     }
 
     /// True if the filter selects the function with these names.
@@ -261,11 +320,20 @@ impl Rule {
 /// left to [`Filter::parse`]; an empty list selects everything.
 pub fn first_unmatched<S: AsRef<str>>(
     patterns: &[S],
+    selects_any: impl FnMut(&Filter) -> bool,
+) -> Option<&str> {
+    first_unmatched_as(patterns, Syntax::Glob, selects_any)
+}
+
+/// [`first_unmatched`] for patterns read in `syntax`.
+pub fn first_unmatched_as<S: AsRef<str>>(
+    patterns: &[S],
+    syntax: Syntax,
     mut selects_any: impl FnMut(&Filter) -> bool,
 ) -> Option<&str> {
     patterns.iter().map(AsRef::as_ref).find(|pattern| {
         let bare = pattern.strip_prefix('!').unwrap_or(pattern);
-        Filter::parse(&[bare]).is_ok_and(|filter| !selects_any(&filter))
+        Filter::parse_as(&[bare], syntax).is_ok_and(|filter| !selects_any(&filter))
     })
 }
 

@@ -12,4 +12,4 @@
 pub mod demangle;
 mod filter;
 
-pub use filter::{first_unmatched, Filter, FilterError, Glob, Names};
+pub use filter::{first_unmatched, first_unmatched_as, Filter, FilterError, Glob, Names, Syntax};

@@ -15,6 +15,7 @@ use crate::export::progress::Progress;
 use crate::export::sink::Sink;
 use crate::export::{chrome, firefox, folded, perfetto};
 use crate::losses;
+use crate::narrow::NarrowFlags;
 use crate::nothing;
 use crate::trace;
 
@@ -90,14 +91,19 @@ pub struct Args {
     /// Show symbol names as recorded (mangled).
     #[arg(long)]
     no_demangle: bool,
+    #[command(flatten)]
+    narrow: NarrowFlags,
 }
 
 /// `fntrace dump`, writing to `-o FILE` or else to `out`.
 pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let narrowing = args.narrow.narrowing()?;
     let trace = trace::open(&args.dir)?;
     let threads = selected(&trace, &args.dir, &args.tid)?;
+    args.narrow
+        .check_patterns(threads.iter().map(|(p, _)| *p), &args.dir)?;
     let mut sink = Sink::create(args.output.as_deref(), out)?;
-    let progress = Progress::new(&threads, 1, "dump");
+    let progress = Progress::new(&threads, narrowing, 1, "dump");
     let demangle = !args.no_demangle;
 
     // Whether the output is empty, or why there is none.

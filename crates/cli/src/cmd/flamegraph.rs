@@ -15,6 +15,7 @@ use crate::export::progress::Progress;
 use crate::export::sink::Sink;
 use crate::export::{chart, folded};
 use crate::losses;
+use crate::narrow::NarrowFlags;
 use crate::nothing;
 use crate::trace::{self, command_line};
 
@@ -62,17 +63,22 @@ pub struct Args {
     /// Show symbol names as recorded (mangled).
     #[arg(long)]
     no_demangle: bool,
+    #[command(flatten)]
+    narrow: NarrowFlags,
 }
 
 /// `fntrace flamegraph`, writing to `-o FILE` or else to `out`.
 pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let narrowing = args.narrow.narrowing()?;
     let trace = trace::open(&args.dir)?;
     let threads = selected(&trace, &args.dir, &args.tid)?;
+    args.narrow
+        .check_patterns(threads.iter().map(|(p, _)| *p), &args.dir)?;
     let mut sink = Sink::create(args.output.as_deref(), out)?;
     let demangle = !args.no_demangle;
 
     let passes = if args.flamechart { 2 } else { 1 };
-    let progress = Progress::new(&threads, passes, "flamegraph");
+    let progress = Progress::new(&threads, narrowing, passes, "flamegraph");
     let (lines, events, damage, lost) = if args.flamechart {
         let chart = chart::collect(&threads, demangle, &progress);
         (chart.text(), chart.events, chart.damage, chart.losses)

@@ -1,6 +1,8 @@
-//! `fntrace graph [DIR] [FUNC]`: the aggregated call graph, gprof-style:
-//! each function's calls and times, then who called it and what it
-//! called, with call counts and times (uftrace graph, gprof's call graph).
+//! `fntrace graph [DIR] [FUNC]`: the call graph as uftrace's `graph` shows
+//! it — every call path merged into a tree with counts and times, and under
+//! FUNC every backtrace that reached it (`crate::calltree`); with
+//! `--gprof`, gprof's layout: each function's calls and times, then who
+//! called it and what it called.
 
 use std::collections::BTreeMap;
 use std::io::{self, BufWriter, Write};
@@ -10,14 +12,33 @@ use std::process::ExitCode;
 use fntrace_filter::Filter;
 use fntrace_format::layout;
 
+use crate::calltree::CallTree;
 use crate::losses;
+use crate::narrow::NarrowFlags;
 use crate::nothing;
 use crate::stats::{self, Edge, Request, Stats};
 use crate::trace;
 use crate::units::human;
 
 const AFTER_HELP: &str = "\
-For each function, longest total time first (then by name):
+The call graph, as uftrace's graph shows it:
+  # TOTAL TIME   FUNCTION
+    10.293 ms : (1) demo
+    10.293 ms : (1) main
+    46.626 us :  +-(2) foo
+    44.360 us :  | (6) loop
+              :  |
+    10.138 ms :  +-(1) bar
+    10.100 ms :    (1) usleep
+Each line is a function reached by one path of calls: the total time of
+its calls on that path, their number in parentheses. A function with one
+callee shows it at its own level; with several, each hangs from a '+-'
+branch, the earliest first. The root is the process. With FUNC, the graph
+starts at FUNC's calls (the outermost ones: recursion is inside), after
+every backtrace that reached them, with its hits and their time. Calls
+still open at a loss or at the end count up to the last event read.
+
+With --gprof, for each function, longest total time first (then by name):
   main: 1 call, total 10.293 us, self 1.200 us
     called by:
              1     10.293 us  (root)
@@ -47,6 +68,11 @@ pub struct Args {
     /// Only these threads; repeatable.
     #[arg(long = "tid", value_name = "TID")]
     tid: Vec<u32>,
+    /// gprof's layout: per function, its callers and callees.
+    #[arg(long)]
+    gprof: bool,
+    #[command(flatten)]
+    narrow: NarrowFlags,
 }
 
 /// `fntrace graph`, writing to `out`.
@@ -58,9 +84,23 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         [dir, func, ..] => (PathBuf::from(dir), Some(func.clone())),
     };
     let filter = func.as_ref().map(|f| Filter::parse(&[f])).transpose()?;
+    let narrowing = args.narrow.narrowing()?;
     let trace = trace::open(&dir)?;
     trace::check_tids(&trace, &args.tid)?;
     trace::warn_damage(&trace.damage);
+    args.narrow.check_patterns(trace.processes.iter(), &dir)?;
+    let profiles = trace.processes.iter().filter(|p| p.profile.is_some()).count();
+    if !args.gprof && profiles > 0 {
+        let what = match profiles == trace.processes.len() {
+            true => "showing each function's totals (--gprof)",
+            false => "their processes are left out of the graph (--gprof shows their totals)",
+        };
+        eprintln!("fntrace: warning: profile tables (--tracer profile) hold no call paths: {what}");
+    }
+    if !args.gprof && profiles < trace.processes.len() {
+        let func = func.as_deref().zip(filter.as_ref());
+        return call_tree(&args, &trace, &dir, func, &narrowing, out);
+    }
     let stats = stats::collect(
         &trace,
         &Request {
@@ -68,6 +108,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             demangle: !args.no_demangle,
             select: filter.as_ref(),
             by_args: false,
+            narrowing: &narrowing,
         },
     );
     trace::warn_damage(&stats.damage);
@@ -113,6 +154,42 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         write_edges(&mut out, "called by", callers.get(name.as_str()))?;
         write_edges(&mut out, "calls", callees.get(name.as_str()))?;
     }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The call graph in uftrace's layout.
+fn call_tree(
+    args: &Args,
+    trace: &fntrace_format::read::Trace,
+    dir: &std::path::Path,
+    func: Option<(&str, &Filter)>,
+    narrowing: &crate::narrow::Narrowing,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let mut selected = trace::select(trace, &args.tid);
+    selected.retain(|(p, _)| p.profile.is_none());
+    let mut tree = CallTree::new(func.map(|(f, _)| f));
+    let mut damage = Vec::new();
+    for (process, tids) in &selected {
+        let mut names = trace::Names::of(process, !args.no_demangle);
+        let threads = tids
+            .iter()
+            .map(|&t| narrowing.events(process, || process.events(t)));
+        damage.extend(tree.add_process(process, threads.collect(), func.map(|(_, f)| f), &mut names));
+    }
+    trace::warn_damage(&damage);
+    if tree.is_empty() {
+        if let Some((func, _)) = func.filter(|_| tree.events > 0) {
+            anyhow::bail!("no function in {} matches '{func}'", dir.display());
+        }
+        return nothing::fail(nothing::no_calls(trace, dir, tree.events));
+    }
+    let mut out = BufWriter::new(out);
+    if let Some(line) = losses::summary(&losses::scan(&selected), trace, None) {
+        writeln!(out, "# {line}\n")?;
+    }
+    tree.write(&mut out)?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

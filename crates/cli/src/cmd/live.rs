@@ -93,7 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Err(code) => return Ok(code),
         };
         shown = true;
-        let mut settings = Settings::new(&args.display, Vec::new(), Vec::new());
+        let mut settings = Settings::new(&args.display, Default::default());
         settings.color = args.display.color.enabled_for(destination.terminal());
         let (mut stdout, mut stderr) = (std::io::stdout().lock(), std::io::stderr().lock());
         let out: &mut dyn std::io::Write = match (&destination, file.as_mut()) {

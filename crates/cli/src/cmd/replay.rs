@@ -6,15 +6,15 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use fntrace_filter::{first_unmatched, Filter};
 use fntrace_format::layout;
 use fntrace_format::read::{Process, Trace};
 
 use crate::funcgraph::{ProcessView, Style};
 use crate::losses;
 use crate::merge::Merge;
+use crate::narrow::NarrowFlags;
 use crate::nothing;
-use crate::options::{filter_pattern, DisplayFlags};
+use crate::options::DisplayFlags;
 use crate::trace::{self, command_line};
 
 const AFTER_HELP: &str = "\
@@ -41,24 +41,8 @@ pub struct Args {
     dir: PathBuf,
     #[command(flatten)]
     display: DisplayFlags,
-    /// Show only these functions and what they call (ftrace filter syntax); repeatable.
-    #[arg(short = 'F', long = "filter", value_name = "PATTERN", value_parser = filter_pattern)]
-    filter: Vec<String>,
-    /// Hide these functions and what they call; repeatable.
-    #[arg(short = 'N', long = "notrace", value_name = "PATTERN", value_parser = filter_pattern)]
-    notrace: Vec<String>,
-    /// Hide these functions, but not what they call (uftrace's -H); repeatable.
-    #[arg(short = 'H', long = "hide", value_name = "PATTERN", value_parser = filter_pattern)]
-    hide: Vec<String>,
-    /// Show only the calls of these functions (not what they call) and the calls that led to them (uftrace's -C); repeatable.
-    #[arg(short = 'C', long = "caller-filter", value_name = "PATTERN", value_parser = filter_pattern)]
-    callers: Vec<String>,
-    /// Show calls nested at most N deep (from the first call shown: with -F, the call it selects).
-    #[arg(short = 'D', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    depth: Option<u32>,
-    /// Show only the calls that began between START and STOP: timestamps (as -f time shows them) or, with a unit, times since the process began (20ms~30ms); either may be left out.
-    #[arg(short = 'r', long = "time-range", value_name = "START~STOP", value_parser = crate::range::parse)]
-    range: Option<crate::range::TimeRange>,
+    #[command(flatten)]
+    narrow: NarrowFlags,
 }
 
 /// What to show and how.
@@ -66,50 +50,34 @@ pub struct Settings {
     pub tids: Vec<u32>,
     pub color: bool,
     pub demangle: bool,
-    pub filter: Vec<String>,
-    pub notrace: Vec<String>,
-    /// `-H`.
-    pub hide: Vec<String>,
-    /// `-C`.
-    pub callers: Vec<String>,
-    /// `-D`.
-    pub depth: Option<u32>,
     /// `-f`.
     pub fields: Vec<crate::columns::Field>,
-    /// `-r`.
-    pub range: Option<crate::range::TimeRange>,
+    /// `-F`, `-N`, `-D`...
+    pub narrow: NarrowFlags,
 }
 
 impl Settings {
-    pub fn new(display: &DisplayFlags, filter: Vec<String>, notrace: Vec<String>) -> Settings {
+    pub fn new(display: &DisplayFlags, narrow: NarrowFlags) -> Settings {
         Settings {
             tids: display.tid.clone(),
             color: display.color.enabled(),
             demangle: !display.no_demangle,
-            filter,
-            notrace,
-            hide: Vec::new(),
-            callers: Vec::new(),
-            depth: None,
             fields: display.fields.clone(),
-            range: None,
+            narrow,
         }
     }
 }
 
 /// `fntrace replay`, writing to `out`.
 pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let mut settings = Settings::new(&args.display, args.filter, args.notrace);
-    settings.depth = args.depth;
-    settings.hide = args.hide;
-    settings.callers = args.callers;
-    settings.range = args.range;
+    let settings = Settings::new(&args.display, args.narrow);
     replay(&args.dir, &settings, out)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Writes the trace in `dir` to `out`.
 pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::Result<()> {
+    let narrowing = settings.narrow.narrowing()?;
     let trace = trace::open(dir)?;
     trace::check_tids(&trace, &settings.tids)?;
     let selected = trace::select(&trace, &settings.tids);
@@ -123,13 +91,7 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
     let style = Style {
         color: settings.color,
         width,
-        filter: Filter::parse(&settings.filter)?,
-        notrace: Filter::parse(&settings.notrace)?,
-        hide: Filter::parse(&settings.hide)?,
-        callers: Filter::parse(&settings.callers)?,
-        depth: settings.depth.map(|d| d as usize),
         fields: settings.fields.clone(),
-        range: settings.range,
     };
 
     let mut damage = trace.damage.clone();
@@ -139,16 +101,9 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
     }
     // After: a trace with nothing to show says that, not that a pattern
     // matches none of its (absent) functions.
-    for (option, patterns) in [
-        ("-F", &settings.filter),
-        ("-N", &settings.notrace),
-        ("-H", &settings.hide),
-        ("-C", &settings.callers),
-    ] {
-        if let Some(pattern) = unmatched(&selected, patterns) {
-            anyhow::bail!("{option} '{pattern}' matches no function in {}", dir.display());
-        }
-    }
+    settings
+        .narrow
+        .check_patterns(selected.iter().map(|(p, _)| *p), dir)?;
     let incomplete = losses::summary(&losses::scan(&selected), &trace, None);
     let mut out = BufWriter::new(out);
     if let Some(line) = incomplete {
@@ -165,7 +120,10 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
                 process.info.pid
             )?;
         }
-        let mut merge = Merge::new(tids.iter().map(|&t| (t, process.events(t))).collect());
+        let threads = tids
+            .iter()
+            .map(|&t| (t, narrowing.events(process, || process.events(t))));
+        let mut merge = Merge::new(threads.collect());
         let mut view = ProcessView::new(&style, process, merge.len(), settings.demangle);
         view.run(&mut out, &mut merge)?;
         damage.extend(merge.damage());
@@ -175,17 +133,6 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
     drop(out);
     trace::warn_damage(&damage);
     Ok(())
-}
-
-/// The first of `patterns` that matches no function of the processes
-/// `selected` (`first_unmatched`).
-fn unmatched<'p>(selected: &[(&Process, Vec<u32>)], patterns: &'p [String]) -> Option<&'p str> {
-    first_unmatched(patterns, |filter| {
-        selected.iter().any(|(process, _)| {
-            let mut names = trace::Names::of(process, false);
-            process.functions.iter().any(|f| names.get(f.fid).matches(filter))
-        })
-    })
 }
 
 /// Whether a thread of `selected` has an event; when none has, their

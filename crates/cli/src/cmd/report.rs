@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::diff;
 use crate::losses;
+use crate::narrow::NarrowFlags;
 use crate::nothing;
 use crate::output;
 use crate::stats::{self, Function, Request};
@@ -80,6 +81,8 @@ pub struct Args {
     /// Compare with another recording: per function, calls, total and self time in DIR (base) and OTHER (new), and the change; the largest change (of the first --sort key) first.
     #[arg(long, value_name = "OTHER")]
     diff: Option<PathBuf>,
+    #[command(flatten)]
+    narrow: NarrowFlags,
 }
 
 #[derive(Serialize)]
@@ -139,11 +142,16 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 /// The recording in `dir` and its numbers, as `args` asks for them (the
 /// damage found said on stderr).
 fn open(args: &Args, dir: &std::path::Path) -> anyhow::Result<(fntrace_format::read::Trace, stats::Stats)> {
+    let narrowing = args.narrow.narrowing()?;
     let trace = trace::open(dir)?;
     trace::check_tids(&trace, &args.tid)?;
     trace::warn_damage(&trace.damage);
+    args.narrow.check_patterns(trace.processes.iter(), dir)?;
     if !args.tid.is_empty() && trace.processes.iter().any(|p| p.profile.is_some()) {
         eprintln!("fntrace: warning: profile tables are per process: --tid does not apply to them");
+    }
+    if !narrowing.keeps_everything() && trace.processes.iter().any(|p| p.profile.is_some()) {
+        eprintln!("fntrace: warning: profile tables hold totals, not calls: -F, -N, -H, -C, -D, -t and -r do not apply to them");
     }
     let stats = stats::collect(
         &trace,
@@ -152,6 +160,7 @@ fn open(args: &Args, dir: &std::path::Path) -> anyhow::Result<(fntrace_format::r
             demangle: !args.no_demangle,
             select: None,
             by_args: args.by_args,
+            narrowing: &narrowing,
         },
     );
     trace::warn_damage(&stats.damage);

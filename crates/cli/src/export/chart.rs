@@ -96,9 +96,9 @@ pub fn collect(threads: &[(&Process, Vec<u32>)], demangle: bool, progress: &Prog
                 );
                 chart.end(last);
             }
-            out.damage.extend(events.damage().map(str::to_string));
+            out.damage.extend(events.damage());
             out.damage.extend(note);
-            out.losses.thread(&events);
+            out.losses.thread(events.source());
         }
         out.losses.process(process);
     }

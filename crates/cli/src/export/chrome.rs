@@ -42,11 +42,12 @@
 //! Nothing is written until the first event: a trace without events
 //! leaves the output empty (the caller reports the error).
 
+use crate::narrow::Narrowed;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Write};
 
-use fntrace_format::read::{EventKind, Process, ThreadEvents, Trace};
+use fntrace_format::read::{EventKind, Process, Trace};
 use fntrace_format::stack::CallStack;
 use fntrace_format::values::Value;
 use serde_json::json;
@@ -102,9 +103,9 @@ pub fn write(
             let note = json.thread(process, tid, &mut named, &mut names, &mut events)?;
             lost += events.lost();
             chunks += events.lost_chunks();
-            summary.damage.extend(events.damage().map(str::to_string));
+            summary.damage.extend(events.damage());
             summary.damage.extend(note);
-            summary.losses.thread(&events);
+            summary.losses.thread(events.source());
         }
         summary.losses.process(process);
         processes.push(json!({
@@ -214,7 +215,7 @@ impl<W: Write> Json<'_, W> {
         tid: u32,
         named: &mut bool,
         names: &mut JsonNames<'_>,
-        events: &mut ThreadEvents,
+        events: &mut Narrowed,
     ) -> io::Result<Option<String>> {
         let Some(first) = events.next() else {
             return Ok(None);

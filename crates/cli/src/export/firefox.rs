@@ -299,10 +299,10 @@ impl Builder<'_> {
                 }
             }
         }
-        self.stats.losses.thread(&events);
+        self.stats.losses.thread(events.source());
         self.stats.lost += events.lost();
         self.stats.lost_chunks += events.lost_chunks();
-        self.stats.damage.extend(events.damage().map(str::to_string));
+        self.stats.damage.extend(events.damage());
         self.stats.damage.extend(builder.note(events.label()));
         let (_, last) = span?;
         // Calls still open end here, then come the `--time-filter` calls.

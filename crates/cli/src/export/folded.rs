@@ -65,9 +65,9 @@ pub fn collect(
                 progress,
                 &mut folded.events,
             );
-            folded.damage.extend(events.damage().map(str::to_string));
+            folded.damage.extend(events.damage());
             folded.damage.extend(note);
-            folded.losses.thread(&events);
+            folded.losses.thread(events.source());
         }
         folded.losses.process(process);
     }

@@ -66,9 +66,10 @@ mod reference;
 #[cfg(test)]
 mod tests;
 
+use crate::narrow::Narrowed;
 use std::io::Write;
 
-use fntrace_format::read::{EventKind, Losses, Process, ThreadEvents, Trace};
+use fntrace_format::read::{EventKind, Losses, Process, Trace};
 use fntrace_format::stack::CallStack;
 use perfetto_protos::debug_annotation::DebugAnnotation;
 use perfetto_protos::track_event::{track_event::Type, TrackEvent};
@@ -117,7 +118,7 @@ pub struct PerfettoStats {
 /// Writes the whole trace (every process and thread) to `out`.
 pub fn write_perfetto(trace: &Trace, out: &mut dyn Write, demangle: bool) -> anyhow::Result<PerfettoStats> {
     let threads: Vec<(&Process, Vec<u32>)> = trace.processes.iter().map(|p| (p, p.tids.clone())).collect();
-    let progress = Progress::new(&threads, 1, "perfetto");
+    let progress = Progress::new(&threads, Default::default(), 1, "perfetto");
     write(out, trace, &threads, demangle, &progress)
 }
 
@@ -307,11 +308,11 @@ impl Export<'_, '_> {
     fn thread(
         &mut self,
         names: &mut Names<'_>,
-        mut events: ThreadEvents,
+        mut events: Narrowed,
         track: u64,
     ) -> anyhow::Result<Option<u64>> {
         let Some(first) = events.next() else {
-            self.stats.damage.extend(events.damage().map(str::to_string));
+            self.stats.damage.extend(events.damage());
             return Ok(None);
         };
         let mut seq = self.sequence(track, first.ns)?;
@@ -393,10 +394,10 @@ impl Export<'_, '_> {
             stats.unfinished += u64::from(!exit_lost);
             stats.exit_lost += u64::from(exit_lost);
         }
-        stats.losses.thread(&events);
+        stats.losses.thread(events.source());
         stats.lost_events += events.lost();
         stats.lost_chunks += events.lost_chunks();
-        stats.damage.extend(events.damage().map(str::to_string));
+        stats.damage.extend(events.damage());
         stats.damage.extend(stack.note(events.label()));
         let mut start = first_ns;
         if !whole.is_empty() {

@@ -9,6 +9,7 @@ use std::io::{self, IsTerminal, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::narrow::{Narrowed, Narrowing};
 use fntrace_format::layout;
 use fntrace_format::read::{Process, RawEvents, ThreadEvents};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -16,16 +17,20 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 /// Events between two updates of the bar (a power of two).
 const EVERY: u64 = 1 << 16;
 
-/// Opens thread streams and shows how far they have been read.
+/// Opens thread streams, narrowed as the reading asks, and shows how far
+/// they have been read.
 pub struct Progress {
     bar: Option<ProgressBar>,
     read: Arc<AtomicU64>,
+    narrowing: Narrowing,
 }
 
 impl Progress {
-    /// A bar over `passes` readings of the files of `threads`, labelled
-    /// `what`; shown only when stderr is a terminal.
-    pub fn new(threads: &[(&Process, Vec<u32>)], passes: u64, what: &str) -> Progress {
+    /// A bar over `passes` readings of the files of `threads` (each
+    /// narrowed by `narrowing`), labelled `what`; shown only when stderr is
+    /// a terminal.
+    pub fn new(threads: &[(&Process, Vec<u32>)], narrowing: Narrowing, passes: u64, what: &str) -> Progress {
+        let passes = passes * narrowing.passes();
         let bar = io::stderr().is_terminal().then(|| {
             let total: u64 = threads
                 .iter()
@@ -45,19 +50,22 @@ impl Progress {
         Progress {
             bar,
             read: Arc::new(AtomicU64::new(0)),
+            narrowing,
         }
     }
 
     /// The events of thread `tid` of `process`, as [`Process::events`]
-    /// gives them, with the bytes read counted.
-    pub fn events(&self, process: &Process, tid: u32) -> ThreadEvents {
-        let file = layout::thread_file(tid);
-        let label = format!("{}/{file}", process.name);
-        let raw = RawEvents::open_with(&process.dir.join(&file), label, Some(tid), |inner| Counted {
-            inner,
-            read: Arc::clone(&self.read),
-        });
-        ThreadEvents::new(raw, process.info.clock.clone())
+    /// gives them, narrowed, with the bytes read counted.
+    pub fn events(&self, process: &Process, tid: u32) -> Narrowed {
+        self.narrowing.events(process, || {
+            let file = layout::thread_file(tid);
+            let label = format!("{}/{file}", process.name);
+            let raw = RawEvents::open_with(&process.dir.join(&file), label, Some(tid), |inner| Counted {
+                inner,
+                read: Arc::clone(&self.read),
+            });
+            ThreadEvents::new(raw, process.info.clock.clone())
+        })
     }
 
     /// Moves the bar when `events` (a running count) is a multiple of a

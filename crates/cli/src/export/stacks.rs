@@ -20,10 +20,11 @@
 //! grow with the square of a nesting depth: [`Tree::text`] makes it only
 //! up to [`TEXT_LIMIT`] bytes (`docs/FORMAT.md`, "Limits").
 
+use crate::narrow::Narrowed;
 use std::collections::HashMap;
 
 use fntrace_format::calls::{Call, CallBuilder, End};
-use fntrace_format::read::{EventKind, Process, ThreadEvents};
+use fntrace_format::read::{EventKind, Process};
 
 use super::progress::Progress;
 use crate::trace::Names;
@@ -225,7 +226,7 @@ pub trait Frames {
 /// (and shows them on `progress`). Returns the damage note of calls nested
 /// too deep, left out.
 pub fn walk(
-    events: &mut ThreadEvents,
+    events: &mut Narrowed,
     names: &mut FrameNames<'_>,
     tree: &mut Tree,
     frames: &mut impl Frames,

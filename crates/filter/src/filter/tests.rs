@@ -100,3 +100,29 @@ fn the_first_pattern_that_selects_nothing() {
     assert_eq!(first_unmatched(&["leaf:mod:libx"], any), Some("leaf:mod:libx"));
     assert_eq!(first_unmatched(&["ns::f:mod:libx"], any), None);
 }
+
+/// `--match regex`: found anywhere in a name unless anchored; `!` and
+/// `:mod:` as for globs; a bad expression is an error naming it.
+#[cfg(feature = "regex")]
+#[test]
+fn regular_expressions() {
+    use super::Syntax;
+    let leaf = names("leaf", "leaf", None, "prog");
+    let cxx = names("_ZN2ns1fEi", "ns::f(int)", Some("ns::f"), "libx.so.1");
+    let re = |patterns: &[&str]| Filter::parse_as(patterns, Syntax::Regex).unwrap();
+    assert!(re(&["ea"]).selects(&leaf));
+    assert!(!re(&["^ea"]).selects(&leaf));
+    assert!(re(&["^le.f$"]).selects(&leaf));
+    assert!(re(&["::f$"]).selects(&cxx));
+    assert!(re(&["\\(int\\)"]).selects(&cxx));
+    assert!(!re(&[".", "!^ns"]).selects(&cxx));
+    assert!(re(&[".", "!^ns"]).selects(&leaf));
+    assert!(!re(&["f:mod:prog"]).selects(&cxx));
+    assert!(re(&["f:mod:libx"]).selects(&cxx));
+    // A glob's `*` alone is not "everything" to a regex: it is an error.
+    let err = Filter::parse_as(&["fib("], Syntax::Regex).unwrap_err();
+    assert_eq!(err.pattern, "fib(");
+    assert!(!err.reason.starts_with("error"), "{}", err.reason);
+    assert!(Filter::parse_as(&["*"], Syntax::Regex).is_err());
+    assert!(Filter::parse_as(&["[a-z"], Syntax::Glob).is_err());
+}

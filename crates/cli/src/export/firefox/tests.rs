@@ -94,7 +94,7 @@ fn thread(dir: &Path, pid: u32, tid: u32, chunks: &[&ChunkBuilder]) {
 /// Every thread of `trace` to Firefox JSON.
 fn write_all(trace: &Trace, out: &mut Vec<u8>, demangle: bool) -> FirefoxStats {
     let threads: Vec<(&Process, Vec<u32>)> = trace.processes.iter().map(|p| (p, p.tids.clone())).collect();
-    let progress = Progress::new(&threads, 1, "test");
+    let progress = Progress::new(&threads, Default::default(), 1, "test");
     write_firefox(trace, &threads, out, demangle, &progress).unwrap()
 }
 
@@ -471,7 +471,7 @@ fn only_the_selected_threads() {
     let trace = fntrace_format::read::open(&dir).unwrap();
     let p100 = trace.processes.iter().find(|p| p.info.pid == 100).unwrap();
     let threads = vec![(p100, vec![101])];
-    let progress = Progress::new(&threads, 1, "test");
+    let progress = Progress::new(&threads, Default::default(), 1, "test");
     let mut out = Vec::new();
     let stats = write_firefox(&trace, &threads, &mut out, true, &progress).unwrap();
     assert_eq!((stats.processes, stats.threads, stats.calls), (1, 1, 3));

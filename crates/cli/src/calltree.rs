@@ -1,0 +1,386 @@
+//! The call graph as uftrace's `graph` shows it: every path of calls
+//! merged into a tree (a calling-context tree), each node a function
+//! reached by one path with its calls and times; under a function `FUNC`,
+//! the tree of what its calls called, and every backtrace that reached it.
+//!
+//! ```text
+//! ========== FUNCTION CALL GRAPH ==========
+//! # TOTAL TIME   FUNCTION
+//!   10.293 ms : (1) demo
+//!   10.293 ms : (1) main
+//!   46.626 us :  +-(2) foo
+//!   44.360 us :  | (6) loop
+//!             :  |
+//!   10.138 ms :  +-(1) bar
+//!   10.100 ms :    (1) usleep
+//! ```
+//!
+//! A node with one callee shows it at its own level (one path, no
+//! branch); with several, each callee hangs from a `+-` branch, the
+//! earliest first. A call open when events were lost, or at the end of the
+//! thread, counts up to the last event read, as `report` counts it.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use fntrace_filter::Filter;
+use fntrace_format::read::{EventKind, Process};
+use fntrace_format::stack::CallStack;
+
+use crate::funcgraph::MAX_INDENT;
+use crate::narrow::Narrowed;
+use crate::trace::Names;
+use crate::units::human;
+
+/// One node: a function reached by one path.
+#[derive(Default)]
+struct Node {
+    name: u32,
+    calls: u64,
+    total_ns: u64,
+    self_ns: u64,
+    children: Vec<u32>,
+}
+
+/// A path that reached the function asked for: its hits and their time.
+#[derive(Default)]
+struct Backtrace {
+    hits: u64,
+    total_ns: u64,
+    /// The order it was first seen in.
+    first: usize,
+}
+
+/// `(N) ` calls before a name.
+fn calls(n: u64) -> String {
+    format!("({n}) ")
+}
+
+/// The merged call paths of the threads read.
+pub struct CallTree {
+    nodes: Vec<Node>,
+    /// The child of a node by name.
+    index: HashMap<(u32, u32), u32>,
+    names: Vec<String>,
+    name_ids: HashMap<String, u32>,
+    /// The roots: a node per process (whole graph), or the function asked
+    /// for (one node).
+    roots: Vec<u32>,
+    /// Under a function: its backtraces (names from the outermost call).
+    backtraces: HashMap<Vec<u32>, Backtrace>,
+    /// The function asked for, if any.
+    func: Option<String>,
+    /// Events read.
+    pub events: u64,
+}
+
+/// An open call of a thread.
+struct Frame {
+    /// Its node; none outside the function asked for.
+    node: Option<u32>,
+    name: u32,
+    start_ns: u64,
+    /// Time spent in its callees.
+    child_ns: u64,
+}
+
+impl CallTree {
+    /// A tree of whole processes (`func` none), or of the calls of the
+    /// functions the pattern `func` selects.
+    pub fn new(func: Option<&str>) -> CallTree {
+        let mut tree = CallTree {
+            nodes: Vec::new(),
+            index: HashMap::new(),
+            names: Vec::new(),
+            name_ids: HashMap::new(),
+            roots: Vec::new(),
+            backtraces: HashMap::new(),
+            func: func.map(str::to_string),
+            events: 0,
+        };
+        if let Some(func) = func {
+            let name = tree.intern(func);
+            tree.nodes.push(Node {
+                name,
+                ..Node::default()
+            });
+            tree.roots.push(0);
+        }
+        tree
+    }
+
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.name_ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.name_ids.insert(name.to_string(), id);
+        id
+    }
+
+    fn child(&mut self, parent: u32, name: u32) -> u32 {
+        if let Some(&id) = self.index.get(&(parent, name)) {
+            return id;
+        }
+        let id = self.nodes.len() as u32;
+        self.nodes.push(Node {
+            name,
+            ..Node::default()
+        });
+        self.nodes[parent as usize].children.push(id);
+        self.index.insert((parent, name), id);
+        id
+    }
+
+    /// Adds the threads `events` of `process`. With a function asked for
+    /// (`func`), only its calls and what they call make nodes.
+    pub fn add_process(
+        &mut self,
+        process: &Process,
+        threads: Vec<Narrowed>,
+        func: Option<&Filter>,
+        names: &mut Names<'_>,
+    ) -> Vec<String> {
+        let root = match func {
+            Some(_) => None,
+            None => {
+                let exe = process.info.argv.first().unwrap_or(&process.info.exe);
+                let name = self.intern(exe.rsplit('/').next().unwrap_or(exe));
+                self.nodes.push(Node {
+                    name,
+                    ..Node::default()
+                });
+                let id = self.nodes.len() as u32 - 1;
+                self.roots.push(id);
+                Some(id)
+            }
+        };
+        let mut ids: HashMap<u32, (u32, bool)> = HashMap::new();
+        let mut damage = Vec::new();
+        for mut events in threads {
+            let mut stack: CallStack<Frame> = CallStack::new();
+            let mut last_ns = 0;
+            for ev in &mut events {
+                self.events += 1;
+                last_ns = last_ns.max(ev.ns);
+                let (name, selected) = *ids.entry(ev.fid).or_insert_with(|| {
+                    let name = names.get(ev.fid);
+                    let selected = func.is_some_and(|f| name.matches(f));
+                    let shown = name.shown.clone();
+                    (self.intern(&shown), selected)
+                });
+                let parent = match stack.last() {
+                    Some((_, f)) => f.node,
+                    None => root,
+                };
+                match ev.kind {
+                    EventKind::Entry => {
+                        let node = match parent {
+                            Some(parent) => Some(self.child(parent, name)),
+                            // The outermost call of the function asked for.
+                            None if selected => {
+                                let path = stack.values_mut().map(|f| f.name).chain([name]).collect();
+                                let n = self.backtraces.len();
+                                self.backtraces.entry(path).or_insert(Backtrace {
+                                    first: n,
+                                    ..Backtrace::default()
+                                });
+                                Some(0)
+                            }
+                            None => None,
+                        };
+                        let frame = Frame {
+                            node,
+                            name,
+                            start_ns: ev.ns,
+                            child_ns: 0,
+                        };
+                        stack.push(ev.fid, frame);
+                    }
+                    EventKind::Exit | EventKind::Unwind => {
+                        if let Some(pos) = stack.position(ev.fid) {
+                            while stack.len() > pos {
+                                self.close(&mut stack, ev.ns);
+                            }
+                        }
+                    }
+                    EventKind::Call { dur_ns } => self.whole(&mut stack, parent, name, selected, dur_ns),
+                    EventKind::EntryCaller(_) => self.whole(&mut stack, parent, name, selected, 0),
+                    EventKind::Lost(_) => stack.lose(),
+                    _ => {}
+                }
+            }
+            while !stack.is_empty() {
+                self.close(&mut stack, last_ns);
+            }
+            damage.extend(events.damage());
+            damage.extend(stack.note(events.label()));
+        }
+        damage
+    }
+
+    /// A whole call (`--time-filter`), or an entry of the `function`
+    /// tracer (no time), under `parent`.
+    fn whole(
+        &mut self,
+        stack: &mut CallStack<Frame>,
+        parent: Option<u32>,
+        name: u32,
+        selected: bool,
+        dur: u64,
+    ) {
+        let node = match parent {
+            Some(parent) => self.child(parent, name),
+            None if selected => 0,
+            None => return,
+        };
+        let n = &mut self.nodes[node as usize];
+        n.calls += 1;
+        n.total_ns += dur;
+        n.self_ns += dur;
+        if let Some(f) = stack.last_mut() {
+            f.child_ns += dur;
+        }
+    }
+
+    /// Closes the innermost open call at `ns`.
+    fn close(&mut self, stack: &mut CallStack<Frame>, ns: u64) {
+        let Some((_, frame)) = stack.pop() else {
+            return;
+        };
+        let dur = ns.saturating_sub(frame.start_ns);
+        let outermost = stack.last().is_none_or(|(_, f)| f.node.is_none());
+        if let Some(node) = frame.node {
+            let n = &mut self.nodes[node as usize];
+            n.calls += 1;
+            n.total_ns += dur;
+            n.self_ns += dur.saturating_sub(frame.child_ns);
+            if node == 0 && self.func.is_some() && outermost {
+                let path: Vec<u32> = stack.values_mut().map(|f| f.name).chain([frame.name]).collect();
+                if let Some(b) = self.backtraces.get_mut(&path) {
+                    b.hits += 1;
+                    b.total_ns += dur;
+                }
+            }
+        }
+        if let Some(parent) = stack.last_mut() {
+            parent.child_ns += dur;
+        }
+    }
+}
+
+impl CallTree {
+    /// Whether no call was counted.
+    pub fn is_empty(&self) -> bool {
+        self.roots
+            .iter()
+            .all(|&r| self.nodes[r as usize].calls == 0 && self.nodes[r as usize].children.is_empty())
+    }
+
+    /// The calls and total time of a node; a process's node has one call
+    /// lasting as long as its outermost calls.
+    fn totals(&self, id: u32) -> (u64, u64) {
+        let n = &self.nodes[id as usize];
+        if self.func.is_none() && self.roots.contains(&id) {
+            let total = n.children.iter().map(|&c| self.nodes[c as usize].total_ns).sum();
+            return (1, total);
+        }
+        (n.calls, n.total_ns)
+    }
+
+    /// Writes the backtraces (under a function) and the graph.
+    pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
+        if let Some(func) = &self.func {
+            writeln!(out, "# Function Call Graph for '{func}'")?;
+            writeln!(out, "=============== BACKTRACE ===============")?;
+            let mut traces: Vec<(&Vec<u32>, &Backtrace)> = self.backtraces.iter().collect();
+            traces.sort_by(|a, b| b.1.hits.cmp(&a.1.hits).then(a.1.first.cmp(&b.1.first)));
+            for (i, (path, b)) in traces.iter().enumerate() {
+                writeln!(
+                    out,
+                    " backtrace #{i}: hit {}, time {:>10}",
+                    b.hits,
+                    human(b.total_ns)
+                )?;
+                for (depth, name) in path.iter().enumerate() {
+                    writeln!(out, "   [{depth}] {}", self.names[*name as usize])?;
+                }
+                writeln!(out)?;
+            }
+        }
+        writeln!(out, "========== FUNCTION CALL GRAPH ==========")?;
+        writeln!(out, "# TOTAL TIME   FUNCTION")?;
+        for (i, &root) in self.roots.iter().enumerate() {
+            if i > 0 {
+                writeln!(out)?;
+            }
+            self.line(out, root, "")?;
+            self.tree(out, root)?;
+        }
+        Ok(())
+    }
+
+    fn line(&self, out: &mut impl Write, id: u32, prefix: &str) -> io::Result<()> {
+        let (n, total) = self.totals(id);
+        let name = &self.names[self.nodes[id as usize].name as usize];
+        writeln!(out, "{:>12} : {prefix}{}{name}", human(total), calls(n))
+    }
+
+    /// The callees of `root`, depth first, without recursion (a file may
+    /// nest calls 131,072 deep).
+    fn tree(&self, out: &mut impl Write, root: u32) -> io::Result<()> {
+        let mut todo = Vec::new();
+        self.push_children(&mut todo, root, String::new());
+        while let Some(step) = todo.pop() {
+            match step {
+                Step::Blank(prefix) => writeln!(out, "{:>12} : {prefix} |", "")?,
+                Step::Node { id, line, below } => {
+                    self.line(out, id, &line)?;
+                    self.push_children(&mut todo, id, below);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Schedules the callees of node `id`, their lines after `prefix`: one
+    /// at the same level, several on branches with a blank line between.
+    fn push_children(&self, todo: &mut Vec<Step>, id: u32, prefix: String) {
+        match self.nodes[id as usize].children.as_slice() {
+            [] => {}
+            [only] => todo.push(Step::Node {
+                id: *only,
+                line: prefix.clone(),
+                below: prefix,
+            }),
+            several => {
+                for (i, &child) in several.iter().enumerate().rev() {
+                    let last = i + 1 == several.len();
+                    if !last {
+                        todo.push(Step::Blank(prefix.clone()));
+                    }
+                    // Indentation stops growing at MAX_INDENT branches.
+                    let below = match prefix.len() >= 3 * MAX_INDENT {
+                        true => prefix.clone(),
+                        false => format!("{prefix}{}", if last { "   " } else { " | " }),
+                    };
+                    let line = format!("{prefix} +-");
+                    todo.push(Step::Node {
+                        id: child,
+                        line,
+                        below,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// What is left to write of a tree.
+enum Step {
+    /// A node's line after `line`, its callees after `below`.
+    Node { id: u32, line: String, below: String },
+    /// The blank line between two branches.
+    Blank(String),
+}
