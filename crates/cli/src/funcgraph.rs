@@ -31,6 +31,7 @@ use fntrace_format::values::{self, Value};
 
 use crate::columns::{Cell, Columns, Field};
 use crate::merge::Merge;
+use crate::trace::Demangle;
 use crate::trace::Names;
 
 /// How lines look, the same for every process.
@@ -86,7 +87,7 @@ pub struct ProcessView<'s, 'p> {
 }
 
 impl<'s, 'p> ProcessView<'s, 'p> {
-    pub fn new(style: &'s Style, process: &'p Process, threads: usize, demangle: bool) -> Self {
+    pub fn new(style: &'s Style, process: &'p Process, threads: usize, demangle: Demangle) -> Self {
         ProcessView {
             style,
             names: Names::of(process, demangle),

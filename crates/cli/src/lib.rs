@@ -8,6 +8,7 @@ mod calltree;
 pub mod cmd;
 mod columns;
 mod control;
+mod cxxfilt;
 mod diff;
 mod export;
 mod forward;

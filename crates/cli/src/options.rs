@@ -220,9 +220,8 @@ pub struct DisplayFlags {
     /// Colour durations by their mark.
     #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
     pub color: Color,
-    /// Show symbol names as recorded (mangled).
-    #[arg(long)]
-    pub no_demangle: bool,
+    #[command(flatten)]
+    pub demangle: crate::trace::DemangleFlags,
     /// The columns before each function, in order (uftrace's -f): tid, duration, time, elapsed, delta, addr.
     #[arg(
         short = 'f',

@@ -20,6 +20,7 @@ use fntrace_filter::Filter;
 use fntrace_format::calls::{Call, CallBuilder, End};
 use fntrace_format::read::{EventKind, Losses, Process, Trace};
 
+use crate::trace::Demangle;
 use crate::trace::{self, Names};
 
 /// The numbers of one function.
@@ -85,7 +86,7 @@ pub struct Stats {
 /// What to count.
 pub struct Request<'a> {
     pub tids: &'a [u32],
-    pub demangle: bool,
+    pub demangle: Demangle,
     /// Remember the names this filter selects.
     pub select: Option<&'a Filter>,
     /// A function recorded with its arguments (`-A`, `-a`) is counted per

@@ -70,6 +70,67 @@ pub fn command_line(process: &Process) -> String {
     }
 }
 
+/// How function names are shown (`--demangle`): as the source spells
+/// them, in full (`ns::f(int)`, the default); without return type,
+/// template arguments and parameters, as uftrace's default shows them
+/// (`ns::f`); or as the symbol table has them (`_ZN2ns1fEi`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Demangle {
+    #[default]
+    Full,
+    Simple,
+    No,
+}
+
+/// The `--demangle` option of every reader, with `--no-demangle` as its
+/// old spelling of `--demangle=no`.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct DemangleFlags {
+    /// How to show function names: full (ns::f(int)), simple (ns::f, as uftrace's default) or no (the symbol).
+    #[arg(long, value_enum, value_name = "HOW", default_value = "full")]
+    demangle: Demangle,
+    /// Show symbol names as recorded (--demangle=no).
+    #[arg(long)]
+    no_demangle: bool,
+}
+
+impl Demangle {
+    /// How `symbol` shows in this mode.
+    pub fn show(self, symbol: &str) -> String {
+        self.shown(symbol, &full_name(symbol))
+    }
+
+    /// How `symbol`, whose full name is `demangled`, shows in this mode.
+    fn shown(self, symbol: &str, demangled: &str) -> String {
+        match self {
+            Demangle::No => symbol.to_string(),
+            Demangle::Simple if demangle::is_cxx(symbol) => demangle::simplify(demangled),
+            Demangle::Full | Demangle::Simple => demangled.to_string(),
+        }
+    }
+}
+
+/// The demangled form of `symbol`: `cpp_demangle`'s or Rust's, else
+/// binutils' `c++filt`'s for the C++ names `cpp_demangle` rejects
+/// (`crate::cxxfilt`), else the symbol.
+pub fn full_name(symbol: &str) -> String {
+    let name = demangle::demangle(symbol);
+    if name == symbol && demangle::is_cxx(symbol) {
+        return crate::cxxfilt::demangle(symbol).unwrap_or(name);
+    }
+    name
+}
+
+impl DemangleFlags {
+    /// The mode asked for.
+    pub fn mode(&self) -> Demangle {
+        match self.no_demangle {
+            true => Demangle::No,
+            false => self.demangle,
+        }
+    }
+}
+
 /// One function's names.
 pub struct Name {
     /// What is shown: demangled, or the symbol with `--no-demangle`.
@@ -100,7 +161,7 @@ impl Name {
 /// library's (`step`, which glibc defines too).
 pub struct Names<'p> {
     functions: &'p Functions,
-    demangle: bool,
+    demangle: Demangle,
     cache: HashMap<u32, Name>,
     /// Symbols that name more than one function.
     shared: HashSet<&'p str>,
@@ -114,12 +175,12 @@ pub struct Names<'p> {
 
 impl<'p> Names<'p> {
     #[cfg(test)]
-    pub fn new(functions: &'p Functions, demangle: bool) -> Names<'p> {
+    pub fn new(functions: &'p Functions, demangle: Demangle) -> Names<'p> {
         Names::with_program(functions, demangle, None)
     }
 
     /// [`Names::new`], knowing which module is the program (`program`).
-    fn with_program(functions: &'p Functions, demangle: bool, program: Option<&'p str>) -> Names<'p> {
+    fn with_program(functions: &'p Functions, demangle: Demangle, program: Option<&'p str>) -> Names<'p> {
         let mut first: HashMap<&str, u64> = HashMap::new();
         let mut shared = HashSet::new();
         let mut in_program: HashMap<&str, (u64, bool)> = HashMap::new();
@@ -154,7 +215,7 @@ impl<'p> Names<'p> {
     }
 
     /// The names of `process`'s functions (with its modules' load biases).
-    pub fn of(process: &'p Process, demangle: bool) -> Names<'p> {
+    pub fn of(process: &'p Process, demangle: Demangle) -> Names<'p> {
         let program = (!process.info.exe.is_empty()).then_some(process.info.exe.as_str());
         let mut names = Names::with_program(&process.functions, demangle, program);
         names.biases = process
@@ -175,8 +236,8 @@ impl<'p> Names<'p> {
             let symbol = functions.name(fid);
             let entry = functions.get(fid);
             let module = entry.map_or_else(String::new, |f| output::file_name(Path::new(&f.module)));
-            let demangled = demangle::demangle(&symbol);
-            let mut shown = if wanted { demangled.clone() } else { symbol.clone() };
+            let demangled = full_name(&symbol);
+            let mut shown = wanted.shown(&symbol, &demangled);
             let plain = |f: &&fntrace_format::meta::FunctionEntry| {
                 program == Some(f.module.as_str()) && program_once.contains(symbol.as_str())
             };
@@ -184,9 +245,15 @@ impl<'p> Names<'p> {
                 let bias = biases.get(f.module.as_str()).copied().unwrap_or(0);
                 shown = format!("{shown} [{module}+{:#x}]", f.address.wrapping_sub(bias));
             }
+            let base = match demangled != symbol && demangle::is_cxx(&symbol) {
+                true => {
+                    Some(crate::funcgraph::without_params(&demangled).to_string()).filter(|b| *b != demangled)
+                }
+                false => None,
+            };
             Name {
                 shown,
-                base: demangle::demangle_without_params(&symbol),
+                base: demangle::demangle_without_params(&symbol).or(base),
                 symbol,
                 demangled,
                 module,
@@ -275,14 +342,17 @@ mod tests {
             entry(5, "/lib/libzz.so.1", 0xb000, "inflate"),
         ])
         .unwrap();
-        let mut names = Names::with_program(&functions, false, Some("/bin/prog"));
+        let mut names = Names::with_program(&functions, Demangle::No, Some("/bin/prog"));
         assert_eq!(names.shown(0), "step");
         assert_eq!(names.shown(1), "helper [prog+0x1100]");
         assert_eq!(names.shown(2), "helper [prog+0x1200]");
         assert_eq!(names.shown(3), "step [libc.so.6+0x9000]");
         assert_eq!(names.shown(4), "inflate [libz.so.1+0xa000]");
         // Without knowing the program, every shared name is told apart.
-        assert_eq!(Names::new(&functions, false).shown(0), "step [prog+0x1000]");
+        assert_eq!(
+            Names::new(&functions, Demangle::No).shown(0),
+            "step [prog+0x1000]"
+        );
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! select within a module (`:mod:libm` selects all of `libm.so.6`).
 //!
 //! A pattern matches a function if it matches its symbol name, its demangled
-//! name, or its demangled name without parameters (`ns::f` for
-//! `ns::f(int)`). The selection is: every function matched by some plain
+//! name, its demangled name without parameters (`ns::f` for
+//! `ns::f(int)`), or its simple name, as uftrace's `--demangle=simple`
+//! shows it (`ns::f` for `int ns::f<int>(int)`). The selection is: every function matched by some plain
 //! pattern (every function if there is none), less those matched by a `!`
 //! pattern.
 //!
@@ -309,7 +310,11 @@ impl Rule {
             .is_none_or(|m| module_matches(m, names.module))
             && (self.name.matches(names.symbol)
                 || self.name.matches(names.demangled)
-                || names.base.is_some_and(|b| self.name.matches(b)))
+                || names.base.is_some_and(|b| self.name.matches(b))
+                // The simple name (`ns::f` of `int ns::f<int>(int)`), made
+                // only for names it differs from.
+                || (names.demangled.contains(['<', ' '])
+                    && self.name.matches(&crate::demangle::simplify(names.demangled))))
     }
 }
 

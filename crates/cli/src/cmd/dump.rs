@@ -88,9 +88,8 @@ pub struct Args {
     /// Only these threads; repeatable.
     #[arg(long = "tid", value_name = "TID")]
     tid: Vec<u32>,
-    /// Show symbol names as recorded (mangled).
-    #[arg(long)]
-    no_demangle: bool,
+    #[command(flatten)]
+    demangle: crate::trace::DemangleFlags,
     #[command(flatten)]
     narrow: NarrowFlags,
 }
@@ -104,7 +103,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .check_patterns(threads.iter().map(|(p, _)| *p), &args.dir)?;
     let mut sink = Sink::create(args.output.as_deref(), out)?;
     let progress = Progress::new(&threads, narrowing, 1, "dump");
-    let demangle = !args.no_demangle;
+    let demangle = args.demangle.mode();
 
     // Whether the output is empty, or why there is none.
     let (events, damage, empty) = if args.chrome {

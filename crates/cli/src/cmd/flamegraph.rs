@@ -60,9 +60,8 @@ pub struct Args {
     /// Only these threads; repeatable.
     #[arg(long = "tid", value_name = "TID")]
     tid: Vec<u32>,
-    /// Show symbol names as recorded (mangled).
-    #[arg(long)]
-    no_demangle: bool,
+    #[command(flatten)]
+    demangle: crate::trace::DemangleFlags,
     #[command(flatten)]
     narrow: NarrowFlags,
 }
@@ -75,7 +74,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     args.narrow
         .check_patterns(threads.iter().map(|(p, _)| *p), &args.dir)?;
     let mut sink = Sink::create(args.output.as_deref(), out)?;
-    let demangle = !args.no_demangle;
+    let demangle = args.demangle.mode();
 
     let passes = if args.flamechart { 2 } else { 1 };
     let progress = Progress::new(&threads, narrowing, passes, "flamegraph");

@@ -62,9 +62,8 @@ pub struct Args {
     /// [DIR] [FUNC]: the data directory (default fntrace.data), and the function(s) to show.
     #[arg(value_name = "DIR|FUNC", num_args = 0..=2)]
     args: Vec<String>,
-    /// Show symbol names as recorded (mangled).
-    #[arg(long)]
-    no_demangle: bool,
+    #[command(flatten)]
+    demangle: crate::trace::DemangleFlags,
     /// Only these threads; repeatable.
     #[arg(long = "tid", value_name = "TID")]
     tid: Vec<u32>,
@@ -105,7 +104,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         &trace,
         &Request {
             tids: &args.tid,
-            demangle: !args.no_demangle,
+            demangle: args.demangle.mode(),
             select: filter.as_ref(),
             by_args: false,
             narrowing: &narrowing,
@@ -172,7 +171,7 @@ fn call_tree(
     let mut tree = CallTree::new(func.map(|(f, _)| f));
     let mut damage = Vec::new();
     for (process, tids) in &selected {
-        let mut names = trace::Names::of(process, !args.no_demangle);
+        let mut names = trace::Names::of(process, args.demangle.mode());
         let threads = tids
             .iter()
             .map(|&t| narrowing.events(process, || process.events(t)));

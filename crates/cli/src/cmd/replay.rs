@@ -15,6 +15,7 @@ use crate::merge::Merge;
 use crate::narrow::NarrowFlags;
 use crate::nothing;
 use crate::options::DisplayFlags;
+use crate::trace::Demangle;
 use crate::trace::{self, command_line};
 
 const AFTER_HELP: &str = "\
@@ -49,7 +50,7 @@ pub struct Args {
 pub struct Settings {
     pub tids: Vec<u32>,
     pub color: bool,
-    pub demangle: bool,
+    pub demangle: Demangle,
     /// `-f`.
     pub fields: Vec<crate::columns::Field>,
     /// `-F`, `-N`, `-D`...
@@ -61,7 +62,7 @@ impl Settings {
         Settings {
             tids: display.tid.clone(),
             color: display.color.enabled(),
-            demangle: !display.no_demangle,
+            demangle: display.demangle.mode(),
             fields: display.fields.clone(),
             narrow,
         }

@@ -72,9 +72,8 @@ pub struct Args {
     /// Only these threads; repeatable.
     #[arg(long = "tid", value_name = "TID")]
     tid: Vec<u32>,
-    /// Show symbol names as recorded (mangled).
-    #[arg(long)]
-    no_demangle: bool,
+    #[command(flatten)]
+    demangle: crate::trace::DemangleFlags,
     /// Count a function recorded with its arguments (-A, -a) per argument list: one row per distinct `name(args)`.
     #[arg(long = "by-args")]
     by_args: bool,
@@ -157,7 +156,7 @@ fn open(args: &Args, dir: &std::path::Path) -> anyhow::Result<(fntrace_format::r
         &trace,
         &Request {
             tids: &args.tid,
-            demangle: !args.no_demangle,
+            demangle: args.demangle.mode(),
             select: None,
             by_args: args.by_args,
             narrowing: &narrowing,

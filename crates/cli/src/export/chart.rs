@@ -23,6 +23,7 @@
 //! 0.01% of the chart and nesting level). Lines of a call are held only
 //! while it could still turn out that short.
 
+use crate::trace::Demangle;
 use fntrace_format::read::{Losses, Process};
 
 use super::progress::Progress;
@@ -50,7 +51,7 @@ pub struct ChartLines {
 }
 
 /// Reads `threads` twice: their time spans, then their calls.
-pub fn collect(threads: &[(&Process, Vec<u32>)], demangle: bool, progress: &Progress) -> ChartLines {
+pub fn collect(threads: &[(&Process, Vec<u32>)], demangle: Demangle, progress: &Progress) -> ChartLines {
     // The first and last event of each thread, in order.
     let mut spans = Vec::new();
     for (process, tids) in threads {

@@ -43,6 +43,7 @@
 //! leaves the output empty (the caller reports the error).
 
 use crate::narrow::Narrowed;
+use crate::trace::Demangle;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Write};
@@ -75,7 +76,7 @@ pub fn write(
     out: &mut impl Write,
     trace: &Trace,
     threads: &[(&Process, Vec<u32>)],
-    demangle: bool,
+    demangle: Demangle,
     progress: &Progress,
 ) -> io::Result<Summary> {
     let origin = threads
@@ -414,7 +415,7 @@ struct JsonNames<'p> {
 }
 
 impl<'p> JsonNames<'p> {
-    fn new(process: &'p Process, demangle: bool) -> Self {
+    fn new(process: &'p Process, demangle: Demangle) -> Self {
         JsonNames {
             names: Names::of(process, demangle),
             quoted: vec![None; process.functions.len()],

@@ -66,6 +66,7 @@ use fxprof_processed_profile::{
 
 use super::progress::Progress;
 use crate::losses;
+use crate::trace::Demangle;
 use crate::trace::{caller, command_line, utc};
 use parts::{Func, Kind, Sampler, Types, Value, SPLIT_BUDGET};
 
@@ -94,7 +95,7 @@ pub fn write_firefox(
     trace: &Trace,
     threads: &[(&Process, Vec<u32>)],
     out: &mut dyn Write,
-    demangle: bool,
+    demangle: Demangle,
     progress: &Progress,
 ) -> anyhow::Result<FirefoxStats> {
     let first = threads
@@ -176,7 +177,7 @@ impl Builder<'_> {
     }
 
     /// Converts the threads `tids` of `process`.
-    fn process(&mut self, process: &Process, tids: &[u32], demangle: bool) {
+    fn process(&mut self, process: &Process, tids: &[u32], demangle: Demangle) {
         let (pid, start) = (process.info.pid, process.info.clock.mono0_ns);
         let at = self.ts(start);
         let handle = self.profile.add_process(&command_line(process), pid, at);

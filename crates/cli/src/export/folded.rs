@@ -18,6 +18,7 @@
 //! duration and give no line. The format has no room for a header: what
 //! the trace lost is said on stderr.
 
+use crate::trace::Demangle;
 use std::io::{self, Write};
 
 use fntrace_format::read::{Losses, Process};
@@ -41,7 +42,7 @@ pub struct Folded {
 pub fn collect(
     threads: &[(&Process, Vec<u32>)],
     per_thread: bool,
-    demangle: bool,
+    demangle: Demangle,
     progress: &Progress,
 ) -> Folded {
     let mut tree = Tree::default();

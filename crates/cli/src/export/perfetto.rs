@@ -67,6 +67,7 @@ mod reference;
 mod tests;
 
 use crate::narrow::Narrowed;
+use crate::trace::Demangle;
 use std::io::Write;
 
 use fntrace_format::read::{EventKind, Losses, Process, Trace};
@@ -116,7 +117,11 @@ pub struct PerfettoStats {
 
 #[cfg(test)]
 /// Writes the whole trace (every process and thread) to `out`.
-pub fn write_perfetto(trace: &Trace, out: &mut dyn Write, demangle: bool) -> anyhow::Result<PerfettoStats> {
+pub fn write_perfetto(
+    trace: &Trace,
+    out: &mut dyn Write,
+    demangle: Demangle,
+) -> anyhow::Result<PerfettoStats> {
     let threads: Vec<(&Process, Vec<u32>)> = trace.processes.iter().map(|p| (p, p.tids.clone())).collect();
     let progress = Progress::new(&threads, Default::default(), 1, "perfetto");
     write(out, trace, &threads, demangle, &progress)
@@ -127,7 +132,7 @@ pub fn write(
     out: &mut dyn Write,
     trace: &Trace,
     threads: &[(&Process, Vec<u32>)],
-    demangle: bool,
+    demangle: Demangle,
     progress: &Progress,
 ) -> anyhow::Result<PerfettoStats> {
     let mut out = Out::new(out);

@@ -21,6 +21,7 @@
 //! up to [`TEXT_LIMIT`] bytes (`docs/FORMAT.md`, "Limits").
 
 use crate::narrow::Narrowed;
+use crate::trace::Demangle;
 use std::collections::HashMap;
 
 use fntrace_format::calls::{Call, CallBuilder, End};
@@ -192,7 +193,7 @@ pub struct FrameNames<'p> {
 }
 
 impl<'p> FrameNames<'p> {
-    pub fn new(process: &'p Process, demangle: bool) -> Self {
+    pub fn new(process: &'p Process, demangle: Demangle) -> Self {
         FrameNames {
             names: Names::of(process, demangle),
             ids: vec![u32::MAX; process.functions.len()],

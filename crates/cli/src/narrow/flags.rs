@@ -9,7 +9,7 @@ use fntrace_format::units::parse_duration;
 use super::Narrowing;
 use crate::output::UsageError;
 use crate::range::{self, TimeRange};
-use crate::trace::Names;
+use crate::trace::{Demangle, Names};
 
 /// How patterns are read (`--match`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -93,7 +93,7 @@ impl NarrowFlags {
         ] {
             let unmatched = first_unmatched_as(patterns, syntax, |filter| {
                 processes.clone().any(|process| {
-                    let mut names = Names::of(process, false);
+                    let mut names = Names::of(process, Demangle::No);
                     process.functions.iter().any(|f| names.get(f.fid).matches(filter))
                 })
             });

@@ -34,7 +34,7 @@ use fntrace_format::read::{Event, EventKind, Process, ThreadEvents};
 use fntrace_format::stack::CallStack;
 
 use crate::range::TimeRange;
-use crate::trace::Names;
+use crate::trace::{Demangle, Names};
 
 mod flags;
 pub use flags::NarrowFlags;
@@ -123,7 +123,7 @@ impl Narrowing {
     fn rules_of(&self, process: &Process) -> Rc<Rules> {
         let mut cache = self.rules.borrow_mut();
         let rules = cache.entry(process.dir.clone()).or_insert_with(|| {
-            let mut names = Names::of(process, false);
+            let mut names = Names::of(process, Demangle::No);
             let mut of = |fid: u32| {
                 let name = names.get(fid);
                 Matches {

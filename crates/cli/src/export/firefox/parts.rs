@@ -2,6 +2,7 @@
 //! marker types, the functions' libraries and frames, and the [`Sampler`]
 //! that turns stack changes into weighted samples.
 
+use crate::trace::Demangle;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -205,7 +206,7 @@ pub struct Func {
 /// lowest page). A function whose address does not fit in 32 bits, or that
 /// the table would name otherwise (an alias at the same address), gets a
 /// label frame.
-pub fn functions(profile: &mut Profile, process: &Process, demangle: bool) -> HashMap<u32, Func> {
+pub fn functions(profile: &mut Profile, process: &Process, demangle: Demangle) -> HashMap<u32, Func> {
     let mut modules: BTreeMap<&str, Vec<&FunctionEntry>> = BTreeMap::new();
     for f in process.functions.iter() {
         modules.entry(f.module.as_str()).or_default().push(f);
@@ -217,10 +218,7 @@ pub fn functions(profile: &mut Profile, process: &Process, demangle: bool) -> Ha
             None => entries.iter().map(|f| f.address).min().unwrap_or(0) & !0xfff,
         };
         let rva = |f: &FunctionEntry| f.address.checked_sub(bias).and_then(|a| u32::try_from(a).ok());
-        let shown = |f: &&FunctionEntry| match demangle {
-            true => fntrace_filter::demangle::demangle(&f.name),
-            false => f.name.clone(),
-        };
+        let shown = |f: &&FunctionEntry| demangle.show(&f.name);
         let names: Vec<String> = entries.iter().map(shown).collect();
         let symbols = entries.iter().zip(&names).filter_map(|(f, name)| {
             let size = u32::try_from(f.size).ok().filter(|&s| s > 0);

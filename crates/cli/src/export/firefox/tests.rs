@@ -1,6 +1,7 @@
 //! Tests of the Firefox export on synthetic data directories written with
 //! fntrace-format's encoders.
 
+use crate::trace::Demangle;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -92,13 +93,13 @@ fn thread(dir: &Path, pid: u32, tid: u32, chunks: &[&ChunkBuilder]) {
 }
 
 /// Every thread of `trace` to Firefox JSON.
-fn write_all(trace: &Trace, out: &mut Vec<u8>, demangle: bool) -> FirefoxStats {
+fn write_all(trace: &Trace, out: &mut Vec<u8>, demangle: Demangle) -> FirefoxStats {
     let threads: Vec<(&Process, Vec<u32>)> = trace.processes.iter().map(|p| (p, p.tids.clone())).collect();
     let progress = Progress::new(&threads, Default::default(), 1, "test");
     write_firefox(trace, &threads, out, demangle, &progress).unwrap()
 }
 
-fn convert(dir: &Path, demangle: bool) -> (Json, FirefoxStats) {
+fn convert(dir: &Path, demangle: Demangle) -> (Json, FirefoxStats) {
     let trace = fntrace_format::read::open(dir).unwrap();
     let mut out = Vec::new();
     let stats = write_all(&trace, &mut out, demangle);
@@ -226,7 +227,7 @@ fn sample_trace(name: &str) -> Scratch {
 #[test]
 fn processes_threads_and_meta() {
     let dir = sample_trace("processes");
-    let (p, stats) = convert(&dir, true);
+    let (p, stats) = convert(&dir, Demangle::Full);
     assert_eq!(p["meta"]["product"], "fntrace");
     assert_eq!(p["meta"]["startTime"].as_f64().unwrap(), UNIX0 as f64 / 1e6);
     assert_eq!((stats.processes, stats.threads, stats.calls), (2, 4, 10));
@@ -283,7 +284,7 @@ fn processes_threads_and_meta() {
 #[test]
 fn calls_are_interval_markers() {
     let dir = sample_trace("calls");
-    let (p, _) = convert(&dir, true);
+    let (p, _) = convert(&dir, Demangle::Full);
     let t = thread_of(&p, "100");
     let all = markers(t);
     let count = |name| calls(&all, name).len();
@@ -374,7 +375,7 @@ fn span_of(t: &Json, m: &(String, u64, Option<u64>, Json)) -> (u64, u64, String)
 #[test]
 fn samples_carry_the_stacks_weighted_by_time() {
     let dir = sample_trace("samples");
-    let (p, stats) = convert(&dir, true);
+    let (p, stats) = convert(&dir, Demangle::Full);
     let t = thread_of(&p, "100");
     assert_eq!(t["samples"]["weightType"], "samples");
     let expected = [
@@ -419,7 +420,7 @@ fn samples_carry_the_stacks_weighted_by_time() {
 #[test]
 fn names_long_gaps_and_empty_traces() {
     let dir = sample_trace("names");
-    let (p, _) = convert(&dir, false);
+    let (p, _) = convert(&dir, Demangle::No);
     assert_eq!(calls(&markers(thread_of(&p, "100")), "_ZN3foo3barEv").len(), 1);
 
     // A stack held longer than a weight can say is split.
@@ -428,7 +429,7 @@ fn names_long_gaps_and_empty_traces() {
     let mut c = ChunkBuilder::new(300, 0, T0);
     c.entry(0, T0).exit(0, T0 + 3_000_000_000);
     thread(&dir, 300, 300, &[&c]);
-    let (p, _) = convert(&dir, true);
+    let (p, _) = convert(&dir, Demangle::Full);
     let got = samples(thread_of(&p, "300"));
     let max = i64::from(i32::MAX);
     let rest = 3_000_000_000 - max;
@@ -446,7 +447,7 @@ fn names_long_gaps_and_empty_traces() {
     let mut c = ChunkBuilder::new(500, 0, T0);
     c.entry(0, T0).entry(1, u64::MAX);
     thread(&dir, 500, 500, &[&c]);
-    let (p, stats) = convert(&dir, true);
+    let (p, stats) = convert(&dir, Demangle::Full);
     let got = samples(thread_of(&p, "500"));
     assert_eq!(got.len(), 2, "{got:?}");
     assert_eq!((got[0].0, got[0].1.clone(), got[0].2), (0, s(&["main"]), max));
@@ -461,7 +462,7 @@ fn names_long_gaps_and_empty_traces() {
     process(&dir, 400, &["./idle"], T0, &["main"]);
     let trace = fntrace_format::read::open(&dir).unwrap();
     let mut out = Vec::new();
-    let stats = write_all(&trace, &mut out, true);
+    let stats = write_all(&trace, &mut out, Demangle::Full);
     assert_eq!((stats.events, out.len(), stats.processes), (0, 0, 1));
 }
 
@@ -473,7 +474,7 @@ fn only_the_selected_threads() {
     let threads = vec![(p100, vec![101])];
     let progress = Progress::new(&threads, Default::default(), 1, "test");
     let mut out = Vec::new();
-    let stats = write_firefox(&trace, &threads, &mut out, true, &progress).unwrap();
+    let stats = write_firefox(&trace, &threads, &mut out, Demangle::Full, &progress).unwrap();
     assert_eq!((stats.processes, stats.threads, stats.calls), (1, 1, 3));
     let p: Json = serde_json::from_slice(&out).unwrap();
     let tids: Vec<&Json> = p["threads"]

@@ -4,6 +4,7 @@
 //! names per sequence, timestamps through the incremental clock), checking
 //! the sequence rules on the way.
 
+use crate::trace::Demangle;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
@@ -91,7 +92,7 @@ impl Dir {
     pub(super) fn export(&self) -> (Vec<u8>, PerfettoStats) {
         let trace = read::open(&self.0).unwrap();
         let mut bytes = Vec::new();
-        let stats = write_perfetto(&trace, &mut bytes, true).unwrap();
+        let stats = write_perfetto(&trace, &mut bytes, Demangle::Full).unwrap();
         assert_eq!(stats.bytes, bytes.len() as u64);
         (bytes, stats)
     }

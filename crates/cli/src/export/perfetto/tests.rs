@@ -1,5 +1,6 @@
 //! Synthetic traces converted and decoded (helpers in `decode.rs`).
 
+use crate::trace::Demangle;
 use fntrace_format::read;
 use fntrace_format::write::ChunkBuilder;
 use perfetto_protos::trace::Trace as PerfettoTrace;
@@ -277,7 +278,7 @@ fn much_smaller_than_chrome_json() {
     // Streamed: written in bounded pieces as the events are read.
     let mut counting = Counting::default();
     let trace = read::open(&dir.0).unwrap();
-    write_perfetto(&trace, &mut counting, true).unwrap();
+    write_perfetto(&trace, &mut counting, Demangle::Full).unwrap();
     assert_eq!(counting.bytes, bytes.len());
     assert!(
         counting.writes > 10 && counting.largest < 128 * 1024,
@@ -396,7 +397,7 @@ fn hand_encoded_packets_match_message_built_ones() {
     let encode = |hand: bool| -> Vec<u8> {
         let mut bytes = Vec::new();
         let mut out = Out::new(&mut bytes);
-        let mut names = Names::new(functions, true);
+        let mut names = Names::new(functions, Demangle::Full);
         if hand {
             let mut seq = Seq::start(&mut out, id, track, start).unwrap();
             for (ns, ty, label, args) in &script {
