@@ -136,27 +136,33 @@ fn chrome_function_tracer_and_time_filter() {
         .collect();
     assert_eq!(c.calls, calls);
 
+    // Whole calls (`record -t`) are read back nested (`narrow::nest`):
+    // begin/end pairs, the caller around its callees.
     let d = scenarios::time_filter(&work);
     let (c, _) = chrome(&[d.path()]);
-    let x: Vec<(&str, f64, f64)> = c
+    let pairs: Vec<(&str, &str, f64)> = c
         .events
         .iter()
-        .filter(|e| e["ph"] == "X")
+        .filter(|e| e["ph"] == "B" || e["ph"] == "E")
         .map(|e| {
             (
+                e["ph"].as_str().unwrap(),
                 e["name"].as_str().unwrap(),
                 e["ts"].as_f64().unwrap(),
-                e["dur"].as_f64().unwrap(),
             )
         })
         .collect();
     assert_eq!(
-        x,
+        pairs,
         [
-            ("leafy", 10.0, 20.0),
-            ("worker", 10.0, 50.0),
-            ("leafy", 1485.0, 15.0),
-            ("main", 10.0, 1990.0)
+            ("B", "main", 10.0),
+            ("B", "worker", 10.0),
+            ("B", "leafy", 10.0),
+            ("E", "leafy", 30.0),
+            ("E", "worker", 60.0),
+            ("B", "leafy", 1485.0),
+            ("E", "leafy", 1500.0),
+            ("E", "main", 2000.0)
         ]
     );
     let calls: BTreeMap<String, u64> = report(d.path())

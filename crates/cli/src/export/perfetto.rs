@@ -41,13 +41,8 @@
 //!    Times never go back within a sequence (damaged times are raised to
 //!    the previous one), so every begin has its end after it, nested.
 //! 4. `--time-filter` calls (`CALL` events, which arrive after the calls
-//!    they contain) are kept in memory per thread (only the calls the
-//!    filter kept: few), and written after the thread's other events on a
-//!    sequence of their own on the same track, as begin/end pairs sorted by
-//!    start, a call nested in the one that contains its span (of two with
-//!    the same span, the one that arrived later is the parent, as
-//!    `CallBuilder` does; a span overlapping without containment, damaged
-//!    data, starts when the previous one ends).
+//!    they contain) reach it nested, as entries and exits: every reader
+//!    reads them so (`narrow::nest`).
 //! 5. seq 1, after each process's threads: an instant "fntrace" on the
 //!    process track at its first event (absolute `CLOCK_MONOTONIC`
 //!    timestamp), names inline, its annotations the metadata: command,
@@ -87,8 +82,7 @@ pub struct PerfettoStats {
     pub packets: u64,
     /// Bytes written.
     pub bytes: u64,
-    /// Packet sequences of track events (one per thread with events, one
-    /// more for a thread's `--time-filter` calls).
+    /// Packet sequences of track events (one per thread with events).
     pub sequences: u64,
     /// fntrace events read.
     pub events: u64,
@@ -287,16 +281,6 @@ struct Export<'w, 'p> {
     progress: &'p Progress,
 }
 
-/// A `--time-filter` call, kept until the thread's end.
-struct Whole {
-    fid: u32,
-    start: u64,
-    end: u64,
-    /// Arrival order: of two calls with the same span, the later is the
-    /// parent.
-    order: usize,
-}
-
 impl Export<'_, '_> {
     fn sequence(&mut self, track: u64, start_ns: u64) -> anyhow::Result<Seq> {
         let id = self.next_seq;
@@ -324,7 +308,6 @@ impl Export<'_, '_> {
         let out = &mut self.out;
         let stats = &mut self.stats;
         let mut stack: CallStack<()> = CallStack::new();
-        let mut whole: Vec<Whole> = Vec::new();
         let first_ns = first.ns;
         let mut now = first.ns;
         for ev in std::iter::once(first).chain(&mut events) {
@@ -383,12 +366,10 @@ impl Export<'_, '_> {
                     seq.event(out, names, now, Type::TYPE_INSTANT, label, &[])?;
                     stats.instants += 1;
                 }
-                EventKind::Call { dur_ns } => whole.push(Whole {
-                    fid: ev.fid,
-                    start: now.saturating_sub(dur_ns),
-                    end: now,
-                    order: whole.len(),
-                }),
+                // Never: whole calls reach readers nested (`narrow::nest`).
+                EventKind::Call { .. } => stats
+                    .damage
+                    .push(format!("a whole call at {now} ns not nested, left out")),
             }
         }
         while !stack.is_empty() {
@@ -404,51 +385,7 @@ impl Export<'_, '_> {
         stats.lost_chunks += events.lost_chunks();
         stats.damage.extend(events.damage());
         stats.damage.extend(stack.note(events.label()));
-        let mut start = first_ns;
-        if !whole.is_empty() {
-            start = start.min(self.whole_calls(names, whole, track)?);
-        }
         self.progress.update();
-        Ok(Some(start))
-    }
-
-    /// Writes a thread's `--time-filter` calls (not empty) on a sequence of
-    /// their own, as properly nested begin/end pairs in time order; returns
-    /// when the first starts.
-    fn whole_calls(
-        &mut self,
-        names: &mut Names<'_>,
-        mut calls: Vec<Whole>,
-        track: u64,
-    ) -> anyhow::Result<u64> {
-        calls.sort_by(|a, b| {
-            (a.start.cmp(&b.start))
-                .then(b.end.cmp(&a.end))
-                .then(b.order.cmp(&a.order))
-        });
-        let mut seq = self.sequence(track, calls[0].start)?;
-        let mut open: Vec<u64> = Vec::new();
-        for call in &calls {
-            // The open calls that do not contain this one have ended.
-            while let Some(&end) = open.last().filter(|&&end| end < call.end) {
-                open.pop();
-                seq.event(&mut self.out, names, end, Type::TYPE_SLICE_END, None, &[])?;
-            }
-            let label = Some(Label::Fid(call.fid));
-            seq.event(
-                &mut self.out,
-                names,
-                call.start,
-                Type::TYPE_SLICE_BEGIN,
-                label,
-                &[],
-            )?;
-            open.push(call.end);
-            self.stats.slices += 1;
-        }
-        while let Some(end) = open.pop() {
-            seq.event(&mut self.out, names, end, Type::TYPE_SLICE_END, None, &[])?;
-        }
-        Ok(calls[0].start)
+        Ok(Some(first_ns))
     }
 }

@@ -37,7 +37,9 @@ use crate::range::TimeRange;
 use crate::trace::{Demangle, Names};
 
 mod flags;
+mod nest;
 pub use flags::NarrowFlags;
+use nest::Nested;
 
 /// The filters of a reading, for every process of a trace.
 #[derive(Default)]
@@ -107,9 +109,9 @@ impl Narrowing {
             return Narrowed::all(open());
         }
         let rules = self.rules_of(process);
-        let kept = rules.threshold_ns.map(|t| lasting(open(), t));
+        let kept = rules.threshold_ns.map(|t| lasting(Nested::new(open()), t));
         Narrowed {
-            inner: open(),
+            inner: Nested::new(open()),
             state: Some(Box::new(State {
                 rules,
                 stack: CallStack::new(),
@@ -159,7 +161,7 @@ impl Narrowing {
 
 /// A thread's events as a [`Narrowing`] keeps them.
 pub struct Narrowed {
-    inner: ThreadEvents,
+    inner: Nested,
     /// None: everything is kept.
     state: Option<Box<State>>,
 }
@@ -194,36 +196,37 @@ impl Narrowed {
     /// Every event of `events`.
     pub fn all(events: ThreadEvents) -> Narrowed {
         Narrowed {
-            inner: events,
+            inner: Nested::new(events),
             state: None,
         }
     }
 
     /// The thread's whole stream, as read so far.
     pub fn source(&self) -> &ThreadEvents {
-        &self.inner
+        self.inner.inner()
     }
 
     /// The name of the thread's file in damage notes.
     pub fn label(&self) -> &str {
-        self.inner.label()
+        self.inner.inner().label()
     }
 
     /// Why reading stopped early, if it did, and the calls nested too
     /// deep to be followed (left out).
     pub fn damage(&self) -> impl Iterator<Item = String> + '_ {
-        let deep = self.state.as_ref().and_then(|s| s.stack.note(self.inner.label()));
-        self.inner.damage().map(str::to_string).into_iter().chain(deep)
+        let inner = self.inner.inner();
+        let deep = self.state.as_ref().and_then(|s| s.stack.note(inner.label()));
+        inner.damage().map(str::to_string).into_iter().chain(deep)
     }
 
     /// Events the thread's file says were lost.
     pub fn lost(&self) -> u64 {
-        self.inner.lost()
+        self.inner.inner().lost()
     }
 
     /// Chunks missing from the thread's file.
     pub fn lost_chunks(&self) -> u64 {
-        self.inner.lost_chunks()
+        self.inner.inner().lost_chunks()
     }
 }
 
@@ -381,7 +384,7 @@ impl State {
 /// `-t`: which entries of a thread (in order) begin a call that lasted at
 /// least `threshold_ns`, or holds one, or whose end is unknown (open at a
 /// loss, or when the thread ends): one bit each.
-fn lasting(events: ThreadEvents, threshold_ns: u64) -> Vec<u64> {
+fn lasting(events: impl Iterator<Item = Event>, threshold_ns: u64) -> Vec<u64> {
     struct Open {
         entry: usize,
         start_ns: u64,

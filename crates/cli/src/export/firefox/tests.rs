@@ -337,11 +337,11 @@ fn calls_are_interval_markers() {
     let all = markers(t);
     assert_eq!(
         span_of(t, calls(&all, "outer")[0]),
-        (110_000, 120_000, "returned (time filter)".into())
+        (110_000, 120_000, "returned".into())
     );
     assert_eq!(
         span_of(t, calls(&all, "inner")[0]),
-        (113_000, 115_000, "returned (time filter)".into())
+        (113_000, 115_000, "returned".into())
     );
     assert_eq!(calls(&all, "inner")[0].3["depth"].as_f64(), Some(1.0));
     let marks: Vec<(&str, u64)> = all
