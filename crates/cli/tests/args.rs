@@ -239,19 +239,14 @@ fn check(exe: &Path, work: &Work, label: &str) {
     );
     let json: serde_json::Value = serde_json::from_slice(&chrome.stdout).expect("chrome JSON");
     let events = json["traceEvents"].as_array().unwrap();
-    let s8 = |ph: &str| {
-        events
-            .iter()
-            .find(|e| e["name"] == "s8" && e["ph"] == ph)
-            .expect("s8")["args"]
-            .clone()
-    };
+    let calls = common::chrome_calls(events);
+    let (b, e) = calls.iter().find(|(b, _)| b["name"] == "s8").expect("s8");
     assert_eq!(
-        s8("B"),
+        b["args"],
         serde_json::json!({"arg1": "-128", "arg2": "255"}),
         "{label}"
     );
-    assert_eq!(s8("E"), serde_json::json!({"retval": "127"}), "{label}");
+    assert_eq!(e["args"], serde_json::json!({"retval": "127"}), "{label}");
     // So does Perfetto's, as debug annotations.
     let pf = work.path(&format!("{label}.pftrace"));
     let out = fntrace_output(&[

@@ -6,8 +6,8 @@
 //! {"traceEvents":[
 //! {"ph":"M","pid":100,"name":"process_name","args":{"name":"./prog arg"}},
 //! {"ph":"M","pid":100,"tid":100,"name":"thread_name","args":{"name":"main"}},
-//! {"ph":"B","ts":0.000,"pid":100,"tid":100,"cat":"function","name":"main"},
-//! {"ph":"E","ts":150.000,"pid":100,"tid":100,"cat":"function","name":"main"}
+//! {"ph":"B","ts":0.000,"pid":100,"tid":100,"name":"main"},
+//! {"ph":"E","ts":150.000,"pid":100,"tid":100}
 //! ],
 //! "displayTimeUnit":"ns",
 //! "metadata":{"command":"./prog arg","clock_source":"tsc","lost_events":0,...}}
@@ -18,7 +18,10 @@
 //! - `pid` is the traced process, `tid` the thread: one track per thread;
 //!   `process_name` is its command line, `thread_name` "main" for the
 //!   thread whose tid is the pid, else the tid.
-//! - A call is a `B`/`E` pair (`X` would need its duration at its start).
+//! - A call is a `B`/`E` pair (`X` would need its duration at its start),
+//!   written compactly: no `cat` (optional), and the `E` without a name
+//!   (the format closes the thread's last open `B`): a call takes 30% fewer
+//!   bytes than with both.
 //!   A call left by `longjmp` or closed by the exit of a caller ends with
 //!   an `E` with `"args":{"unwound":true}`, one still open when the thread's
 //!   events end with `"args":{"unfinished":true}`, one open when events
@@ -241,7 +244,9 @@ impl<W: Write> Json<'_, W> {
 
         let ids = format!("\"pid\":{pid},\"tid\":{tid}");
         // What a function's event has between its time and its name.
-        let call = format!(",{ids},\"cat\":\"function\",\"name\":");
+        let call = format!(",{ids},\"name\":");
+        // What an `E` has after its time.
+        let end = format!(",{ids}");
         // The open `B` events: their function and time.
         let mut stack: CallStack<u64> = CallStack::new();
         let mut now = first.ns;
@@ -282,7 +287,7 @@ impl<W: Write> Json<'_, W> {
                         };
                         self.exit_lost += u64::from(exit_lost);
                         let ret = if this { ev.values.as_deref() } else { None };
-                        self.end_with(&call, names, open, now, why, ret)?;
+                        self.end_with(&end, open, now, why, ret)?;
                         if this {
                             break;
                         }
@@ -333,41 +338,25 @@ impl<W: Write> Json<'_, W> {
             let Some(open) = stack.pop() else { break };
             self.exit_lost += u64::from(exit_lost);
             let why = if exit_lost { "exit_lost" } else { "unfinished" };
-            self.end(&call, names, open, now, Some(why))?;
+            self.end_with(&end, open, now, Some(why), None)?;
         }
         self.progress.update();
         Ok(stack.note(events.label()))
     }
 
     /// The `E` at `now` of the call `(fid, start ns)`, with `{"why":true}`
-    /// as its args; `call` is what comes between the time and the name.
-    fn end(
-        &mut self,
-        call: &str,
-        names: &mut JsonNames<'_>,
-        open: (u32, u64),
-        now: u64,
-        why: Option<&str>,
-    ) -> io::Result<()> {
-        self.end_with(call, names, open, now, why, None)
-    }
-
-    /// [`Self::end`], with the call's return value (`args.retval`).
+    /// or the call's return value (`args.retval`) as its args; `end` is
+    /// what comes after the time.
     fn end_with(
         &mut self,
-        call: &str,
-        names: &mut JsonNames<'_>,
-        (fid, start): (u32, u64),
+        end: &str,
+        (_, start): (u32, u64),
         now: u64,
         why: Option<&str>,
         ret: Option<&[Value]>,
     ) -> io::Result<()> {
         let ts = self.ts(now.max(start));
-        self.line
-            .start("{\"ph\":\"E\",\"ts\":")
-            .micros(ts)
-            .text(call)
-            .text(names.get(fid));
+        self.line.start("{\"ph\":\"E\",\"ts\":").micros(ts).text(end);
         match (why, ret) {
             (Some(why), _) => self.line.text(",\"args\":{\"").text(why).text("\":true}}"),
             (None, Some(ret)) => self.line.text(&values_args("retval", ret)).text("}"),

@@ -226,3 +226,25 @@ pub fn list(path: &Path) -> Vec<ListedFunction> {
         })
         .collect()
 }
+
+/// The calls of a Chrome export's `traceEvents`, as `(B, E)` pairs: an
+/// `E` (which has no name) closes its thread's last open `B`.
+pub fn chrome_calls(events: &[Value]) -> Vec<(Value, Value)> {
+    let mut open: std::collections::HashMap<String, Vec<Value>> = Default::default();
+    let mut calls = Vec::new();
+    for e in events {
+        let thread = format!("{}/{}", e["pid"], e["tid"]);
+        match e["ph"].as_str() {
+            Some("B") => open.entry(thread).or_default().push(e.clone()),
+            Some("E") => {
+                let b = open
+                    .get_mut(&thread)
+                    .and_then(Vec::pop)
+                    .expect("an E closes an open B");
+                calls.push((b, e.clone()));
+            }
+            _ => {}
+        }
+    }
+    calls
+}
