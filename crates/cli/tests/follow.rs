@@ -38,22 +38,33 @@ fn pids_printed(stdout: &str) -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
+/// `family.c` built with `-pg -mfentry` in `work`.
+fn family(work: &Work) -> std::path::PathBuf {
+    let exe = work.path("family");
+    let (source, out) = (common::program("c/family.c"), exe.to_str().unwrap());
+    common::cc("gcc", &["-O1", "-pg", "-mfentry", &source, "-o", out]);
+    exe
+}
+
+/// `fntrace record --no-libcall OPTIONS -o WORK/NAME -- sh -c SCRIPT`, which
+/// must succeed; the data directory.
+fn record_script(work: &Work, name: &str, options: &[&str], script: &str) -> std::path::PathBuf {
+    let data = work.path(name);
+    let out = fntrace()
+        .args(["record", "--no-libcall", "-o", data.to_str().unwrap()])
+        .args(options)
+        .args(["--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    data
+}
+
 #[test]
 fn children_are_followed_unless_no_follow() {
     common::procs::runtime();
     let work = Work::new("follow");
-    let exe = work.path("family");
-    common::cc(
-        "gcc",
-        &[
-            "-O1",
-            "-pg",
-            "-mfentry",
-            &common::program("c/family.c"),
-            "-o",
-            exe.to_str().unwrap(),
-        ],
-    );
+    let exe = family(&work);
     let alone = std::process::Command::new(&exe).output().unwrap();
     let record = |name: &str, extra: &[&str]| {
         let data = work.path(name);
@@ -104,4 +115,67 @@ fn children_are_followed_unless_no_follow() {
         "the command's alone"
     );
     assert_eq!(replay.matches("work();").count(), 1, "{replay}");
+}
+
+/// A child that recorded nothing leaves no directory (#21 item 8): it is
+/// listed in `quiet.tsv`, and `info` says how many there were. Under
+/// `sh -c 'family; /bin/true'` with only `work` traced, `/bin/true`
+/// (whose functions `-F work` leaves alone) ends having written nothing,
+/// and so does family's second child before its `exec` (the image after
+/// it calls `work`); the shell, the command itself, keeps its directory
+/// whatever it holds.
+#[test]
+fn children_that_record_nothing_leave_no_directory() {
+    common::procs::runtime();
+    let work = Work::new("follow-quiet");
+    let exe = family(&work);
+    let script = format!("{} > /dev/null; /bin/true", exe.display());
+    let data = record_script(&work, "quiet.data", &["--force", "-F", "work"], &script);
+    let quiet = std::fs::read_to_string(data.join("quiet.tsv")).expect("quiet.tsv");
+    let lines: Vec<(&str, &str)> = quiet.lines().map(|l| l.split_once('\t').unwrap()).collect();
+    let recorded = pids_recorded(&data);
+    assert_eq!(lines.len(), 2, "{quiet}");
+    let (true_pid, command) = lines[1];
+    assert_eq!(command, "/bin/true");
+    assert!(!recorded.contains(true_pid), "{true_pid} has a directory");
+    // The second child's image before its exec: the image after it has
+    // the directory (of the same pid), with its calls of work.
+    let (forked, command) = lines[0];
+    assert_eq!(command, exe.to_str().unwrap());
+    let after = std::fs::read_to_string(data.join(format!("p{forked}/process.json"))).unwrap();
+    assert!(after.contains("\"child\""), "{after}");
+    // The shell, family and its two children.
+    assert_eq!(recorded.len(), 4, "{recorded:?}");
+    let (info, _) = common::fntrace_ok(&["info", data.to_str().unwrap()]);
+    assert!(
+        info.contains("not kept            : 2 child process images that recorded nothing (family 1, true 1; quiet.tsv lists them)"),
+        "{info}"
+    );
+    let (replay, _) = common::fntrace_ok(&["replay", data.to_str().unwrap()]);
+    assert_eq!(replay.matches("work();").count(), 3, "{replay}");
+}
+
+/// `info` on many processes (#21 item 8): past 8, one line each, the
+/// totals first; `--all` describes each in full.
+#[test]
+fn info_of_many_processes_is_one_line_each() {
+    common::procs::runtime();
+    let work = Work::new("follow-many");
+    let exe = family(&work);
+    let script = format!("for i in 1 2 3; do {} > /dev/null; done", exe.display());
+    let data = record_script(&work, "many.data", &[], &script);
+    // The shell and three families of three.
+    let dirs = pids_recorded(&data).len();
+    assert!(dirs >= 10, "{dirs}");
+    let (info, _) = common::fntrace_ok(&["info", data.to_str().unwrap()]);
+    assert!(
+        info.contains(&format!("processes           : {dirs}\n")),
+        "{info}"
+    );
+    let lines: Vec<&str> = info.lines().filter(|l| l.starts_with("process p")).collect();
+    assert_eq!(lines.len(), dirs, "{info}");
+    assert!(lines.iter().all(|l| l.ends_with(" events)")), "{info}");
+    assert_eq!(info.matches("  executable").count(), 0, "{info}");
+    let (all, _) = common::fntrace_ok(&["info", "--all", data.to_str().unwrap()]);
+    assert_eq!(all.matches("  executable").count(), dirs, "{all}");
 }

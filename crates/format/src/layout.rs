@@ -3,6 +3,7 @@
 //! ```text
 //! fntrace.data/
 //!   info.json
+//!   quiet.tsv          the child processes that recorded nothing
 //!   p<PID>/            process.json, functions.tsv, t<TID>.events, profile.tsv
 //!   p<PID>.1/, ...     the same pid after its 1st, 2nd `exec`
 //! ```
@@ -20,6 +21,9 @@ pub const PROCESS: &str = "process.json";
 pub const FUNCTIONS: &str = "functions.tsv";
 /// The profiler's table (tracer `profile`).
 pub const PROFILE: &str = "profile.tsv";
+/// The processes that recorded nothing, one per line (`PID<TAB>command
+/// line`): their directories were not kept.
+pub const QUIET: &str = "quiet.tsv";
 /// The suffix of thread files.
 pub const EVENTS_SUFFIX: &str = ".events";
 

@@ -57,6 +57,10 @@ pub const AUTO_ARGS: &str = "FNTRACE_AUTO_ARGS";
 /// command (through its `exec`s), is traced; the processes that child
 /// forks or starts run untraced, and write nothing.
 pub const NO_FOLLOW: &str = "FNTRACE_NO_FOLLOW";
+/// The process id of `fntrace record`: a traced process whose parent it
+/// is not is a child of the command; one that recorded nothing leaves no
+/// directory (`docs/FORMAT.md`, `quiet.tsv`).
+pub const RECORDER: &str = "FNTRACE_RECORDER";
 
 /// The runtime library the CLI preloads or injects (read by the CLI).
 pub const RUNTIME: &str = "FNTRACE_RUNTIME";
@@ -79,7 +83,7 @@ pub const PUN_FROM: &str = "FNTRACE_PUN_FROM";
 /// The variables `fntrace record` sets from its options: those it is not
 /// given are removed from the command's environment, so that one left in
 /// the caller's environment does not change the recording.
-pub const OPTIONS: [&str; 15] = [
+pub const OPTIONS: [&str; 16] = [
     DATA,
     TRACER,
     FILTER,
@@ -95,6 +99,7 @@ pub const OPTIONS: [&str; 15] = [
     ARGS,
     AUTO_ARGS,
     NO_FOLLOW,
+    RECORDER,
 ];
 
 /// Which calls into shared libraries are traced (uftrace's default,
@@ -238,6 +243,8 @@ pub struct Settings {
     pub auto_args: bool,
     /// [`NO_FOLLOW`].
     pub no_follow: Option<u32>,
+    /// [`RECORDER`].
+    pub recorder: Option<u32>,
 }
 
 impl Settings {
@@ -285,6 +292,7 @@ impl Settings {
             (ARGS, list(&self.args, TRIGGER_SEPARATOR)),
             (AUTO_ARGS, flag(self.auto_args)),
             (NO_FOLLOW, number(self.no_follow.map(u64::from))),
+            (RECORDER, number(self.recorder.map(u64::from))),
         ];
         vars.into_iter().filter_map(|(k, v)| Some((k, v?))).collect()
     }
@@ -325,6 +333,7 @@ impl Settings {
             },
             auto_args: get(AUTO_ARGS).is_some(),
             no_follow: number(&get, NO_FOLLOW)?,
+            recorder: number(&get, RECORDER)?,
         })
     }
 }

@@ -22,7 +22,13 @@ pub struct Args {
     /// The data directory.
     #[arg(default_value = layout::DEFAULT_DIR)]
     dir: PathBuf,
+    /// Describe every process in full (by default, a trace of more than 8 processes lists one line per process).
+    #[arg(short, long)]
+    all: bool,
 }
+
+/// The most processes described in full without `--all`.
+const IN_FULL: usize = 8;
 
 /// Lines of `key: value`, values aligned; a value of several lines is
 /// continued under the first.
@@ -61,11 +67,48 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if trace.processes.is_empty() {
         sheet.item("processes", "none recorded (did the runtime load?)");
     }
+    let quiet = quiet(&trace.dir);
+    if trace.processes.len() > 1 || !quiet.is_empty() {
+        sheet.item("processes", trace.processes.len().to_string());
+    }
+    if !quiet.is_empty() {
+        sheet.item(
+            "not kept",
+            format!(
+                "{} child process images that recorded nothing ({}; {} lists them)",
+                quiet.len(),
+                by_program(&quiet),
+                layout::QUIET
+            ),
+        );
+    }
     let mut events = 0;
     let mut lost = Losses::new();
-    for process in &trace.processes {
+    let in_full = args.all || trace.processes.len() <= IN_FULL;
+    if !in_full {
         sheet.blank();
-        events += process_info(&mut sheet, process, &mut damage, &mut lost);
+        sheet
+            .text
+            .push_str("One line per process (--all describes each in full):\n");
+    }
+    for process in &trace.processes {
+        if in_full {
+            sheet.blank();
+            events += process_info(&mut sheet, process, &mut damage, &mut lost);
+            continue;
+        }
+        let mut scratch = Sheet { text: String::new() };
+        let n = process_info(&mut scratch, process, &mut damage, &mut lost);
+        events += n;
+        let threads = process.tids.len();
+        sheet.item(
+            &format!("process {}", process.name),
+            format!(
+                "{} ({threads} thread{}, {n} events)",
+                command_line(process),
+                if threads == 1 { "" } else { "s" }
+            ),
+        );
     }
     if let Some(line) = losses::summary(&lost, &trace, None) {
         sheet.blank();
@@ -275,6 +318,34 @@ fn process_info(sheet: &mut Sheet, process: &Process, damage: &mut Vec<String>, 
     sheet.item("  functions", process.functions.len().to_string());
     sheet.item("  clock", clock(&info.clock));
     events + notes
+}
+
+/// The command lines of the processes that recorded nothing
+/// (`quiet.tsv`), in order.
+fn quiet(dir: &std::path::Path) -> Vec<String> {
+    let text = fntrace_format::read::file::read_text(&dir.join(layout::QUIET), 64 << 20).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split_once('\t').map(|(_, command)| command.to_string()))
+        .collect()
+}
+
+/// `sh 300, true 2`: how many of `commands` ran each program (its file
+/// name), the most first.
+fn by_program(commands: &[String]) -> String {
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for c in commands {
+        let program = c.split(' ').next().unwrap_or("");
+        *counts
+            .entry(program.rsplit('/').next().unwrap_or(program))
+            .or_default() += 1;
+    }
+    let mut counts: Vec<(&str, usize)> = counts.into_iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let shown: Vec<String> = counts.iter().take(5).map(|(p, n)| format!("{p} {n}")).collect();
+    match counts.len() > 5 {
+        true => format!("{}, ...", shown.join(", ")),
+        false => shown.join(", "),
+    }
 }
 
 /// The clock source and its calibration.

@@ -262,6 +262,7 @@ pub fn settings(request: &Request, dir: &Path) -> Settings {
         args: o.args.clone(),
         auto_args: o.auto_args,
         no_follow: o.no_follow.then(std::process::id),
+        recorder: Some(std::process::id()),
         ..Settings::default()
     }
 }

@@ -36,6 +36,7 @@ fn settings_read_back() {
         args: vec!["add@arg1/d32%rdi,retval/d32".into(), "f@fparg1/64%xmm0".into()],
         auto_args: true,
         no_follow: Some(4321),
+        recorder: Some(4320),
     };
     assert_eq!(round_trip(&all), Ok(all.clone()));
     for libcall in Libcall::ALL {

@@ -227,7 +227,10 @@ pub fn start(settings: &Settings, attached: bool) -> Result<(), String> {
     let kind = parsed.config.kind;
     set_config(parsed.config);
     let parent = settings.parent_session.clone();
-    let session = session::open(&root, kind.name(), parent)
+    // SAFETY: getppid cannot fail.
+    let ppid = unsafe { libc::getppid() } as u32;
+    let child = settings.recorder.is_some_and(|recorder| recorder != ppid);
+    let session = session::open(&root, kind.name(), parent, child)
         .map_err(|e| format!("cannot write {}: {e}", root.display()))?;
     // A new session in a process traced before (attached again): what the
     // threads buffered since the last one ended is not this session's.

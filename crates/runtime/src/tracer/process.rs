@@ -125,7 +125,7 @@ extern "C" fn child() {
         let old = session.as_ref().map(|s| (s.root.clone(), s.name.clone()));
         if let Some((root, name)) = old {
             let tracer = super::config().kind.name();
-            match session::open(&root, tracer, Some(name)) {
+            match session::open(&root, tracer, Some(name), true) {
                 Ok(mut s) => {
                     if let Some(state) = state.as_ref() {
                         s.take_modules(state);
@@ -170,6 +170,16 @@ fn before_exec() {
 fn after_failed_exec() {
     let _errno = crate::sys::ErrnoGuard::new();
     if super::configured().is_some() && !in_shared_child() {
+        if let Some(s) = session::lock().as_mut() {
+            s.restore();
+        }
+        crate::api::with_state(|state| {
+            if let Some(s) = session::lock().as_mut() {
+                s.take_modules(state);
+            }
+            Ok(())
+        })
+        .ok();
         thread::FINISHED.store(false, Ordering::Release);
         writer::start();
     }

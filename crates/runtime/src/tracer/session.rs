@@ -26,6 +26,11 @@ pub struct Session {
     info: ProcessInfo,
     functions: Option<File>,
     written: usize,
+    /// A child of the traced command (not the command itself, nor a
+    /// process `fntrace attach` joined).
+    child: bool,
+    /// Its directory was removed: a child that recorded nothing.
+    withdrawn: bool,
 }
 
 /// The session (locked after the state's lock, before the writer's).
@@ -53,8 +58,9 @@ fn argv() -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Makes the first free process directory under `root`.
-pub fn open(root: &Path, tracer: &str, parent: Option<String>) -> io::Result<Session> {
+/// Makes the first free process directory under `root`; `child`: the
+/// process is a child of the traced command.
+pub fn open(root: &Path, tracer: &str, parent: Option<String>, child: bool) -> io::Result<Session> {
     let pid = std::process::id();
     let mut image = 0;
     let (dir, name) = loop {
@@ -109,6 +115,8 @@ pub fn open(root: &Path, tracer: &str, parent: Option<String>) -> io::Result<Ses
         info,
         functions: Some(functions),
         written: 0,
+        child,
+        withdrawn: false,
     };
     session.write_info()?;
     Ok(session)
@@ -199,7 +207,65 @@ impl Session {
         if let Some(error) = files.error.clone() {
             self.note(error);
         }
+        let nothing = files.bytes == 0;
         drop(files);
+        if ended && nothing && self.recorded_nothing() {
+            self.withdraw();
+            return;
+        }
+        let _ = self.write_info();
+    }
+
+    /// Whether this image is a child's that wrote no event and lost or
+    /// left out none: its directory would only add a name to read past (a
+    /// build's hundreds of shells). The profiler's table is written apart:
+    /// its children stay.
+    fn recorded_nothing(&self) -> bool {
+        self.child
+            && self.info.lost == 0
+            && self.info.untraced == 0
+            && self.info.write_error.is_none()
+            && self.info.tracer != "profile"
+    }
+
+    /// Removes this image's directory, and says so in the data
+    /// directory's list of processes that recorded nothing.
+    fn withdraw(&mut self) {
+        self.functions = None;
+        if std::fs::remove_dir_all(&self.dir).is_err() {
+            let _ = self.write_info();
+            return;
+        }
+        self.withdrawn = true;
+        let line = format!(
+            "{}\t{}\n",
+            self.info.pid,
+            self.info.argv.join(" ").replace(['\t', '\n'], " ")
+        );
+        // One write of one line, appended: lines of processes ending
+        // together do not mix.
+        let quiet = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.root.join(layout::QUIET));
+        let _ = quiet.and_then(|mut f| f.write_all(line.as_bytes()));
+    }
+
+    /// After a failed `exec`, the process goes on: its directory comes
+    /// back if it was withdrawn, with every function written again.
+    pub fn restore(&mut self) {
+        if !std::mem::take(&mut self.withdrawn) {
+            return;
+        }
+        if std::fs::create_dir(&self.dir).is_err() {
+            return;
+        }
+        self.functions = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(layout::FUNCTIONS))
+            .ok();
+        self.written = 0;
         let _ = self.write_info();
     }
 
