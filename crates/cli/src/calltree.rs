@@ -70,6 +70,8 @@ pub struct CallTree {
     backtraces: HashMap<Vec<u32>, Backtrace>,
     /// The function asked for, if any.
     func: Option<String>,
+    /// `--srcline`: each name's place in its source, shown after it.
+    places: Option<HashMap<u32, String>>,
     /// Events read.
     pub events: u64,
 }
@@ -96,6 +98,7 @@ impl CallTree {
             roots: Vec::new(),
             backtraces: HashMap::new(),
             func: func.map(str::to_string),
+            places: None,
             events: 0,
         };
         if let Some(func) = func {
@@ -107,6 +110,12 @@ impl CallTree {
             tree.roots.push(0);
         }
         tree
+    }
+
+    /// Shows each function's place in its source (`[FILE:LINE]`).
+    pub fn with_srclines(mut self) -> CallTree {
+        self.places = Some(HashMap::new());
+        self
     }
 
     fn intern(&mut self, name: &str) -> u32 {
@@ -165,10 +174,15 @@ impl CallTree {
                 self.events += 1;
                 last_ns = last_ns.max(ev.ns);
                 let (name, selected) = *ids.entry(ev.fid).or_insert_with(|| {
+                    let place = names.srcline(ev.fid);
                     let name = names.get(ev.fid);
                     let selected = func.is_some_and(|f| name.matches(f));
                     let shown = name.shown.clone();
-                    (self.intern(&shown), selected)
+                    let id = self.intern(&shown);
+                    if let (Some(places), Some(place)) = (self.places.as_mut(), place) {
+                        places.entry(id).or_insert_with(|| place.to_string());
+                    }
+                    (id, selected)
                 });
                 let parent = match stack.last() {
                     Some((_, f)) => f.node,
@@ -323,8 +337,13 @@ impl CallTree {
 
     fn line(&self, out: &mut impl Write, id: u32, prefix: &str) -> io::Result<()> {
         let (n, total) = self.totals(id);
-        let name = &self.names[self.nodes[id as usize].name as usize];
-        writeln!(out, "{:>12} : {prefix}{}{name}", human(total), calls(n))
+        let name_id = self.nodes[id as usize].name;
+        let name = &self.names[name_id as usize];
+        let place = match self.places.as_ref().and_then(|p| p.get(&name_id)) {
+            Some(at) => format!(" [{at}]"),
+            None => String::new(),
+        };
+        writeln!(out, "{:>12} : {prefix}{}{name}{place}", human(total), calls(n))
     }
 
     /// The callees of `root`, depth first, without recursion (a file may

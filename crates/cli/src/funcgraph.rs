@@ -42,6 +42,9 @@ pub struct Style {
     pub width: usize,
     /// `-f`: the columns before the function.
     pub fields: Vec<Field>,
+    /// `--srcline`: each call's opening line ends with its function's
+    /// place in the source, `/* FILE:LINE */`.
+    pub srcline: bool,
 }
 
 impl Style {
@@ -130,7 +133,11 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                     let exit = merge.take(i);
                     let end = exit.as_ref().map_or(ev.ns, |e| e.ns);
                     let ret = returned(exit.as_ref().and_then(|e| e.values.as_deref()));
-                    let text = format!("{}{ret};", called(self.names.shown(ev.fid), ev.values.as_deref()));
+                    let place = self.place(ev.fid);
+                    let text = format!(
+                        "{}{ret};{place}",
+                        called(self.names.shown(ev.fid), ev.values.as_deref())
+                    );
                     let dur = Some(end.saturating_sub(ev.ns));
                     return self.line(out, tid, ev.ns, Some(ev.fid), dur, level, &text);
                 }
@@ -141,7 +148,11 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                 };
                 // A call nested too deep is left out (and counted).
                 if self.stacks[i].push(ev.fid, frame) {
-                    let text = format!("{} {{", called(self.names.shown(ev.fid), ev.values.as_deref()));
+                    let place = self.place(ev.fid);
+                    let text = format!(
+                        "{} {{{place}",
+                        called(self.names.shown(ev.fid), ev.values.as_deref())
+                    );
                     self.line(out, tid, ev.ns, Some(ev.fid), None, level, &text)?;
                 }
                 Ok(())
@@ -216,6 +227,14 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             self.line(out, tid, ev.ns, Some(fid), Some(dur), frame.level - 1, &text)?;
         }
         Ok(())
+    }
+
+    /// ` /* FILE:LINE */` of function `fid` under `--srcline`, when known.
+    fn place(&self, fid: u32) -> String {
+        match self.style.srcline.then(|| self.names.srcline(fid)).flatten() {
+            Some(at) => format!(" /* {at} */"),
+            None => String::new(),
+        }
     }
 
     /// How a closing line names function `fid`: without its parameter

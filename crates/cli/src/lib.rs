@@ -22,6 +22,7 @@ mod options;
 mod output;
 mod range;
 pub mod readers;
+mod srcline;
 mod stats;
 mod trace;
 mod units;

@@ -96,6 +96,16 @@ pub struct RecordFlags {
     /// Trace the command only, not the processes it starts (they run untraced and write nothing).
     #[arg(long = "no-follow")]
     no_follow: bool,
+    /// Keep each function's source file and line (from DWARF, -g) in the data directory, for the readers' --srcline (live: and show them).
+    #[arg(long)]
+    srcline: bool,
+}
+
+impl RecordFlags {
+    /// `--srcline`.
+    pub fn srcline(&self) -> bool {
+        self.srcline
+    }
 }
 
 /// `-A`: a spec of `fntrace_format::args`, with a valid pattern.
@@ -179,6 +189,7 @@ impl RecordFlags {
                 args: merged_specs(self.argument.into_iter().chain(self.retval)),
                 auto_args: self.auto_args,
                 no_follow: self.no_follow,
+                srcline: self.srcline,
             },
             command,
         }

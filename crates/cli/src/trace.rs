@@ -171,6 +171,8 @@ pub struct Names<'p> {
     program: Option<&'p str>,
     /// Load bias of each module path.
     biases: HashMap<&'p str, u64>,
+    /// Each function's `FILE:LINE` (`record --srcline`).
+    srclines: Option<&'p HashMap<u32, String>>,
 }
 
 impl<'p> Names<'p> {
@@ -211,6 +213,7 @@ impl<'p> Names<'p> {
             program_once,
             program,
             biases: HashMap::new(),
+            srclines: None,
         }
     }
 
@@ -224,7 +227,14 @@ impl<'p> Names<'p> {
             .iter()
             .map(|m| (m.path.as_str(), m.bias))
             .collect();
+        names.srclines = Some(&process.srclines);
         names
+    }
+
+    /// Where function `fid` is in its source (`FILE:LINE`), if the
+    /// recording kept it (`record --srcline`).
+    pub fn srcline(&self, fid: u32) -> Option<&'p str> {
+        self.srclines?.get(&fid).map(String::as_str)
     }
 
     /// The names of function `fid`.

@@ -4,7 +4,8 @@
 //! fntrace.data/
 //!   info.json
 //!   quiet.tsv          the child processes that recorded nothing
-//!   p<PID>/            process.json, functions.tsv, t<TID>.events, profile.tsv
+//!   p<PID>/            process.json, functions.tsv, t<TID>.events, profile.tsv,
+//!                      srclines.tsv
 //!   p<PID>.1/, ...     the same pid after its 1st, 2nd `exec`
 //! ```
 //!
@@ -19,6 +20,9 @@ pub const INFO: &str = "info.json";
 pub const PROCESS: &str = "process.json";
 /// A process image's function table.
 pub const FUNCTIONS: &str = "functions.tsv";
+/// Each function's place in its source (`record --srcline`):
+/// `FID<TAB>FILE:LINE` lines.
+pub const SRCLINES: &str = "srclines.tsv";
 /// The profiler's table (tracer `profile`).
 pub const PROFILE: &str = "profile.tsv";
 /// The processes that recorded nothing, one per line (`PID<TAB>command

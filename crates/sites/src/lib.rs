@@ -39,6 +39,7 @@ pub mod params;
 pub mod recordmcount;
 mod regroup;
 mod scan;
+pub mod srclines;
 mod symbols;
 mod tables;
 mod unwind;

@@ -105,11 +105,55 @@ pub struct Params {
     pub ret: Option<Type>,
 }
 
-type R<'a> = EndianSlice<'a, RunTimeEndian>;
+pub(crate) type R<'a> = EndianSlice<'a, RunTimeEndian>;
 
 /// The parameters of every function with code in the ELF file `data`
 /// (none if it has no `.debug_info`).
 pub fn parameters(data: &[u8]) -> Result<Vec<Params>> {
+    let mut out = each_unit(data, functions_of)?;
+    out.sort_by_key(|p| p.address);
+    out.dedup_by_key(|p| p.address);
+    Ok(out)
+}
+
+/// What `f` adds of each unit of the DWARF of the ELF file `data`.
+pub(crate) fn each_unit<T>(
+    data: &[u8],
+    mut f: impl FnMut(&Dwarf<R<'_>>, &Unit<R<'_>>, &mut Vec<T>) -> gimli::Result<()>,
+) -> Result<Vec<T>> {
+    with_dwarf(data, |dwarf| {
+        let mut out = Vec::new();
+        let mut units = dwarf.units();
+        while let Some(header) = units.next()? {
+            let unit = dwarf.unit(header)?;
+            f(dwarf, &unit, &mut out)?;
+        }
+        Ok(out)
+    })
+}
+
+/// Calls `f` with each subprogram of `unit` that has code, and the
+/// address it is entered at.
+pub(crate) fn each_function(
+    dwarf: &Dwarf<R<'_>>,
+    unit: &Unit<R<'_>>,
+    mut f: impl FnMut(&DebuggingInformationEntry<'_, '_, R<'_>>, u64) -> gimli::Result<()>,
+) -> gimli::Result<()> {
+    let mut entries = unit.entries();
+    while let Some((_, entry)) = entries.next_dfs()? {
+        if entry.tag() != gimli::DW_TAG_subprogram {
+            continue;
+        }
+        if let Some(address) = entry_address(dwarf, unit, entry)? {
+            f(entry, address)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `f` on the DWARF of the ELF file `data` (empty sections where it
+/// has none).
+fn with_dwarf<T>(data: &[u8], f: impl FnOnce(&Dwarf<R<'_>>) -> gimli::Result<T>) -> Result<T> {
     let file = object::File::parse(data).map_err(|e| Error::Malformed(format!("not an ELF file: {e}")))?;
     let endian = if file.is_little_endian() {
         RunTimeEndian::Little
@@ -145,15 +189,25 @@ pub fn parameters(data: &[u8]) -> Result<Vec<Params>> {
         Ok(EndianSlice::new(bytes, endian))
     })
     .map_err(dwarf_error)?;
-    let mut out = Vec::new();
-    let mut units = dwarf.units();
-    while let Some(header) = units.next().map_err(dwarf_error)? {
-        let unit = dwarf.unit(header).map_err(dwarf_error)?;
-        functions_of(&dwarf, &unit, &mut out).map_err(dwarf_error)?;
-    }
-    out.sort_by_key(|p| p.address);
-    out.dedup_by_key(|p| p.address);
-    Ok(out)
+    f(&dwarf).map_err(dwarf_error)
+}
+
+/// The address a subprogram is entered at: its `DW_AT_low_pc`, or the
+/// start of the first of its `DW_AT_ranges` (gcc's hot and `.cold` parts);
+/// none for one without code.
+fn entry_address(
+    dwarf: &Dwarf<R<'_>>,
+    unit: &Unit<R<'_>>,
+    entry: &DebuggingInformationEntry<'_, '_, R<'_>>,
+) -> gimli::Result<Option<u64>> {
+    let address = match entry.attr_value(gimli::DW_AT_low_pc)? {
+        Some(low) => dwarf.attr_address(unit, low)?,
+        None if entry.attr_value(gimli::DW_AT_ranges)?.is_some() => {
+            dwarf.die_ranges(unit, entry)?.next()?.map(|r| r.begin)
+        }
+        None => None,
+    };
+    Ok(address.filter(|&a| a != 0))
 }
 
 fn dwarf_error(e: gimli::Error) -> Error {
@@ -176,26 +230,7 @@ fn functions_of(dwarf: &Dwarf<R<'_>>, unit: &Unit<R<'_>>, out: &mut Vec<Params>)
         Type::Aggregate { size } if rust && size > 16 => Type::ByAddress,
         t => t,
     };
-    let mut entries = unit.entries();
-    while let Some((_, entry)) = entries.next_dfs()? {
-        if entry.tag() != gimli::DW_TAG_subprogram {
-            continue;
-        }
-        let address = match entry.attr_value(gimli::DW_AT_low_pc)? {
-            Some(low) => dwarf.attr_address(unit, low)?,
-            // A function in several parts (gcc's hot and `.cold` ones):
-            // it is entered at the start of the first range listed.
-            None if entry.attr_value(gimli::DW_AT_ranges)?.is_some() => {
-                dwarf.die_ranges(unit, entry)?.next()?.map(|r| r.begin)
-            }
-            None => None,
-        };
-        let Some(address) = address else {
-            continue;
-        };
-        if address == 0 {
-            continue;
-        }
+    each_function(dwarf, unit, |entry, address| {
         // A function the compiler no longer calls by the standard
         // convention (LLVM marks so an internal function whose arguments
         // or return value it removed or made constant): its declaration
@@ -203,7 +238,7 @@ fn functions_of(dwarf: &Dwarf<R<'_>>, unit: &Unit<R<'_>>, out: &mut Vec<Params>)
         if let Some(AttributeValue::CallingConvention(gimli::DW_CC_nocall)) =
             entry.attr_value(gimli::DW_AT_calling_convention)?
         {
-            continue;
+            return Ok(());
         }
         let name = name_of(dwarf, unit, entry, 0)?.unwrap_or_default();
         let ret = match type_of(unit, entry, 0)? {
@@ -218,8 +253,8 @@ fn functions_of(dwarf: &Dwarf<R<'_>>, unit: &Unit<R<'_>>, out: &mut Vec<Params>)
             at_entry,
             ret: ret.map(by_rust),
         });
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Where an entry's information may be instead: its abstract origin or

@@ -70,6 +70,9 @@ pub struct Args {
     /// gprof's layout: per function, its callers and callees.
     #[arg(long)]
     gprof: bool,
+    /// After each function, its source file and line (kept by record --srcline).
+    #[arg(long, conflicts_with = "gprof")]
+    srcline: bool,
     #[command(flatten)]
     narrow: NarrowFlags,
 }
@@ -169,6 +172,9 @@ fn call_tree(
     let mut selected = trace::select(trace, &args.tid);
     selected.retain(|(p, _)| p.profile.is_none());
     let mut tree = CallTree::new(func.map(|(f, _)| f));
+    if args.srcline {
+        tree = tree.with_srclines();
+    }
     let mut damage = Vec::new();
     for (process, tids) in &selected {
         let mut names = trace::Names::of(process, args.demangle.mode());

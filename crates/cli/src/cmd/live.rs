@@ -85,6 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     let dir = scratch_dir()?;
+    let srcline = args.record.srcline();
     let request = args.record.into_request(args.command, dir.clone());
     let mut shown = false;
     let result = (|| {
@@ -94,6 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         shown = true;
         let mut settings = Settings::new(&args.display, Default::default());
+        settings.srcline = srcline;
         settings.color = args.display.color.enabled_for(destination.terminal());
         let (mut stdout, mut stderr) = (std::io::stdout().lock(), std::io::stderr().lock());
         let out: &mut dyn std::io::Write = match (&destination, file.as_mut()) {

@@ -82,6 +82,8 @@ pub struct Options {
     pub auto_args: bool,
     /// `--no-follow`: the command's children are not traced.
     pub no_follow: bool,
+    /// `--srcline`.
+    pub srcline: bool,
 }
 
 fn libcall_name<S: serde::Serializer>(
@@ -184,6 +186,9 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
     }
     if let Some(line) = ending.message(&name) {
         eprintln!("{line}");
+    }
+    if request.options.srcline {
+        crate::srcline::keep(&dir);
     }
     if !has_process(&dir) {
         eprintln!(

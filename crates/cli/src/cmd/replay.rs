@@ -44,6 +44,9 @@ pub struct Args {
     display: DisplayFlags,
     #[command(flatten)]
     narrow: NarrowFlags,
+    /// After each function, its source file and line (kept by record --srcline).
+    #[arg(long)]
+    srcline: bool,
 }
 
 /// What to show and how.
@@ -55,6 +58,8 @@ pub struct Settings {
     pub fields: Vec<crate::columns::Field>,
     /// `-F`, `-N`, `-D`...
     pub narrow: NarrowFlags,
+    /// `--srcline`.
+    pub srcline: bool,
 }
 
 impl Settings {
@@ -65,13 +70,15 @@ impl Settings {
             demangle: display.demangle.mode(),
             fields: display.fields.clone(),
             narrow,
+            srcline: false,
         }
     }
 }
 
 /// `fntrace replay`, writing to `out`.
 pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let settings = Settings::new(&args.display, args.narrow);
+    let mut settings = Settings::new(&args.display, args.narrow);
+    settings.srcline = args.srcline;
     replay(&args.dir, &settings, out)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -93,6 +100,7 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
         color: settings.color,
         width,
         fields: settings.fields.clone(),
+        srcline: settings.srcline,
     };
 
     let mut damage = trace.damage.clone();

@@ -82,6 +82,9 @@ pub struct Process {
     /// `profile.tsv`, when present (tracer `profile`); unparsable lines are
     /// left out with a damage note.
     pub profile: Option<Vec<ProfileRow>>,
+    /// `srclines.tsv` (`record --srcline`): each function's `FILE:LINE`;
+    /// empty when absent.
+    pub srclines: std::collections::HashMap<u32, String>,
 }
 
 impl Process {
@@ -207,6 +210,15 @@ fn read_process(root: &Path, name: &str, image: u32, damage: &mut Vec<String>) -
         }
     };
 
+    let srclines = match file::read_text(&dir.join(layout::SRCLINES), file::TABLE_LIMIT) {
+        Ok(text) => parse_srclines(&text, &format!("{name}/{}", layout::SRCLINES), damage),
+        Err(e) if e.is_not_found() => Default::default(),
+        Err(e) => {
+            damage.push(format!("{name}/{}: {e}", layout::SRCLINES));
+            Default::default()
+        }
+    };
+
     Ok(Process {
         name: name.to_string(),
         dir,
@@ -215,7 +227,39 @@ fn read_process(root: &Path, name: &str, image: u32, damage: &mut Vec<String>) -
         functions,
         tids,
         profile,
+        srclines,
     })
+}
+
+/// The lines of `srclines.tsv`: `FID<TAB>FILE:LINE`; a bad line is left
+/// out with a note (the first only: the others are alike).
+fn parse_srclines(
+    text: &str,
+    label: &str,
+    damage: &mut Vec<String>,
+) -> std::collections::HashMap<u32, String> {
+    let mut lines = std::collections::HashMap::new();
+    let mut bad = 0;
+    for (i, line) in text.lines().enumerate() {
+        match line
+            .split_once('\t')
+            .and_then(|(fid, at)| Some((fid.parse().ok()?, at)))
+        {
+            Some((fid, at)) if !at.is_empty() => {
+                lines.insert(fid, at.to_string());
+            }
+            _ => {
+                if bad == 0 {
+                    damage.push(format!(
+                        "{label}: line {}: not FID<TAB>FILE:LINE; left out",
+                        i + 1
+                    ));
+                }
+                bad += 1;
+            }
+        }
+    }
+    lines
 }
 
 /// The rows of `profile.tsv`; the header line is optional, bad lines are
