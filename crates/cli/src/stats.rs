@@ -35,6 +35,9 @@ pub struct Function {
     pub max_ns: u64,
     /// The durations of every call, nested ones included (for the average).
     pub sum_ns: u64,
+    /// Shortest and longest self time of a call (`None`: not known, as in
+    /// a profile table).
+    pub self_range: Option<(u64, u64)>,
     /// Calls whose exit was lost: not in `calls`, nor in any time.
     pub exit_lost: u64,
 }
@@ -47,6 +50,10 @@ impl Function {
             self.min_ns.min(total)
         };
         self.max_ns = self.max_ns.max(total);
+        self.self_range = Some(match self.self_range {
+            Some((lo, hi)) => (lo.min(self_ns), hi.max(self_ns)),
+            None => (self_ns, self_ns),
+        });
         self.calls += 1;
         self.self_ns = self.self_ns.saturating_add(self_ns);
         self.sum_ns = self.sum_ns.saturating_add(total);
@@ -55,6 +62,11 @@ impl Function {
     /// The average duration of a call.
     pub fn avg_ns(&self) -> u64 {
         self.sum_ns.checked_div(self.calls).unwrap_or(0)
+    }
+
+    /// The average self time of a call.
+    pub fn avg_self_ns(&self) -> u64 {
+        self.self_ns.checked_div(self.calls).unwrap_or(0)
     }
 }
 
@@ -125,6 +137,7 @@ pub fn collect(trace: &Trace, request: &Request<'_>) -> Stats {
                             max_ns: row.max_ns,
                             sum_ns: row.total_ns,
                             exit_lost: 0,
+                            self_range: None,
                         },
                     );
                 }
@@ -291,6 +304,10 @@ fn merge(stats: &mut Stats, process: &Process, tally: Tally, request: &Request<'
         into.self_ns = into.self_ns.saturating_add(f.self_ns);
         into.max_ns = into.max_ns.max(f.max_ns);
         into.sum_ns = into.sum_ns.saturating_add(f.sum_ns);
+        into.self_range = match (into.self_range, f.self_range) {
+            (Some((a, b)), Some((c, d))) => Some((a.min(c), b.max(d))),
+            (a, b) => a.or(b),
+        };
     }
     for ((caller, callee), e) in tally.edges {
         let caller = caller.map(|c| names.shown(c).to_string());

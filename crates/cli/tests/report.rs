@@ -150,6 +150,47 @@ fn recursion_counts_outermost_calls() {
     expect_file("graph_recursion.txt", &text);
 }
 
+/// `--avg-self` (uftrace's): the spread of each call's self time. fact's
+/// calls keep 200 (100..600 less 200..500), 200 (less 300..400), 80 (less
+/// helper's 20) and 10 ns to themselves; main 490.
+#[test]
+fn spread_of_self_times() {
+    let work = Work::new("report-avg-self");
+    let d = scenarios::recursion(&work);
+    let (out, _) = fntrace_ok(&["report", "--json", d.path()]);
+    let json: Value = serde_json::from_str(&out).unwrap();
+    let fact = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "fact")
+        .unwrap();
+    assert_eq!(
+        (&fact["self_min_ns"], &fact["self_max_ns"], &fact["self_avg_ns"]),
+        (&Value::from(10), &Value::from(200), &Value::from(122))
+    );
+    let (text, _) = fntrace_ok(&["report", "--avg-self", "-s", "min", d.path()]);
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(lines[0][5..8], ["Min", "self", "Max"], "{text}");
+    let order: Vec<&str> = lines[2..].iter().map(|w| *w.last().unwrap()).collect();
+    assert_eq!(order, ["main", "helper", "fact"], "by shortest self time: {text}");
+    let fact = lines.iter().find(|w| w.last() == Some(&"fact")).unwrap();
+    assert_eq!(
+        fact[5..11],
+        ["0.010", "us", "0.200", "us", "0.122", "us"],
+        "{text}"
+    );
+    // A profile table keeps no call's self time: no range, said as such.
+    let d = scenarios::profile(&work);
+    let (text, _) = fntrace_ok(&["report", "--avg-self", d.path()]);
+    assert!(
+        text.lines()
+            .nth(2)
+            .is_some_and(|l| l.contains("         -           -")),
+        "{text}"
+    );
+}
+
 #[test]
 fn time_filter_calls_nest_by_time() {
     let work = Work::new("report-time-filter");

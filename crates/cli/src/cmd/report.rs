@@ -30,8 +30,13 @@ in no time. A trace that lost anything says so on its first line, '# the
 trace is incomplete: ...'. Processes recorded with --tracer profile are
 reported from their profile table.
 
+--avg-self shows the shortest, longest and average self time of a call
+instead of its total time (uftrace's --avg-self; --avg-total is the
+default), and -s min,max,avg sort by them.
+
 --json prints an array of objects with name, calls, total_ns, self_ns,
-min_ns, max_ns, avg_ns and exit_lost, in the same order (what was lost is
+min_ns, max_ns, avg_ns, self_min_ns, self_max_ns (null from a profile
+table), self_avg_ns and exit_lost, in the same order (what was lost is
 said on stderr).";
 
 /// How to sort (`--sort`), uftrace's keys and names.
@@ -80,6 +85,12 @@ pub struct Args {
     /// Compare with another recording: per function, calls, total and self time in DIR (base) and OTHER (new), and the change; the largest change (of the first --sort key) first.
     #[arg(long, value_name = "OTHER")]
     diff: Option<PathBuf>,
+    /// Min, Max and Avg of each call's total time (the default; uftrace's --avg-total).
+    #[arg(long, conflicts_with = "avg_self")]
+    avg_total: bool,
+    /// Min, Max and Avg of each call's self time instead (uftrace's --avg-self); -s min,max,avg sort by them.
+    #[arg(long)]
+    avg_self: bool,
     #[command(flatten)]
     narrow: NarrowFlags,
 }
@@ -93,6 +104,9 @@ struct Row<'a> {
     min_ns: u64,
     max_ns: u64,
     avg_ns: u64,
+    self_min_ns: Option<u64>,
+    self_max_ns: Option<u64>,
+    self_avg_ns: u64,
     exit_lost: u64,
 }
 
@@ -103,7 +117,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     }
     let (trace, stats) = open(&args, &args.dir)?;
     let mut rows: Vec<(&String, &Function)> = stats.functions.iter().collect();
-    sort(&mut rows, &args.sort);
+    sort(&mut rows, &args.sort, args.avg_self);
 
     if rows.is_empty() {
         return nothing::fail(nothing::no_calls(&trace, &args.dir, stats.events));
@@ -124,6 +138,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 min_ns: f.min_ns,
                 max_ns: f.max_ns,
                 avg_ns: f.avg_ns(),
+                self_min_ns: f.self_range.map(|r| r.0),
+                self_max_ns: f.self_range.map(|r| r.1),
+                self_avg_ns: f.avg_self_ns(),
                 exit_lost: f.exit_lost,
             })
             .collect();
@@ -132,7 +149,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         if let Some(line) = &incomplete {
             writeln!(out, "# {line}")?;
         }
-        write_table(&mut out, &rows, stats.exit_lost > 0)?;
+        write_table(&mut out, &rows, stats.exit_lost > 0, args.avg_self)?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
@@ -211,17 +228,31 @@ fn run_diff(args: &Args, other: &std::path::Path, out: &mut dyn Write) -> anyhow
     Ok(ExitCode::SUCCESS)
 }
 
-/// Sorts rows by `keys`, the first first, remaining ties by name.
-pub fn sort(rows: &mut [(&String, &Function)], keys: &[Sort]) {
+/// Min, max and average of a call's total time, or (`by_self`) of its self
+/// time (an unknown range reads as 0).
+fn spread(f: &Function, by_self: bool) -> (u64, u64, u64) {
+    match by_self {
+        false => (f.min_ns, f.max_ns, f.avg_ns()),
+        true => {
+            let (lo, hi) = f.self_range.unwrap_or((0, 0));
+            (lo, hi, f.avg_self_ns())
+        }
+    }
+}
+
+/// Sorts rows by `keys`, the first first, remaining ties by name; `min`,
+/// `max` and `avg` of self times with `by_self`.
+pub fn sort(rows: &mut [(&String, &Function)], keys: &[Sort], by_self: bool) {
     rows.sort_by(|(an, a), (bn, b)| {
+        let (sa, sb) = (spread(a, by_self), spread(b, by_self));
         keys.iter()
             .map(|key| match key {
                 Sort::Total => b.total_ns.cmp(&a.total_ns),
                 Sort::SelfTime => b.self_ns.cmp(&a.self_ns),
                 Sort::Calls => b.calls.cmp(&a.calls),
-                Sort::Avg => b.avg_ns().cmp(&a.avg_ns()),
-                Sort::Min => b.min_ns.cmp(&a.min_ns),
-                Sort::Max => b.max_ns.cmp(&a.max_ns),
+                Sort::Avg => sb.2.cmp(&sa.2),
+                Sort::Min => sb.0.cmp(&sa.0),
+                Sort::Max => sb.1.cmp(&sa.1),
                 Sort::Name => an.cmp(bn),
             })
             .fold(std::cmp::Ordering::Equal, std::cmp::Ordering::then)
@@ -229,8 +260,14 @@ pub fn sort(rows: &mut [(&String, &Function)], keys: &[Sort]) {
     });
 }
 
-/// The table; `exit_lost` adds the column of calls whose exit was lost.
-fn write_table(out: &mut impl Write, rows: &[(&String, &Function)], exit_lost: bool) -> io::Result<()> {
+/// The table; `exit_lost` adds the column of calls whose exit was lost;
+/// `by_self`: min, max and average of self times.
+fn write_table(
+    out: &mut impl Write,
+    rows: &[(&String, &Function)],
+    exit_lost: bool,
+    by_self: bool,
+) -> io::Result<()> {
     let lost = |text: String| {
         if exit_lost {
             format!("{text:>12}")
@@ -245,14 +282,20 @@ fn write_table(out: &mut impl Write, rows: &[(&String, &Function)], exit_lost: b
         "Self time",
         "Calls",
         lost("Exit lost".into()),
-        "Min",
-        "Max",
-        "Avg"
+        if by_self { "Min self" } else { "Min" },
+        if by_self { "Max self" } else { "Max" },
+        if by_self { "Avg self" } else { "Avg" }
     )?;
     let bar = "  ==========";
     let bars = if exit_lost { 7 } else { 6 };
     writeln!(out, "{}  {}", bar.repeat(bars), "=".repeat(20))?;
     for (name, f) in rows {
+        let (min, max, avg) = spread(f, by_self);
+        // A profile table keeps no call's self time: no range.
+        let range = |ns: u64| match by_self && f.self_range.is_none() {
+            true => "-".to_string(),
+            false => human(ns),
+        };
         writeln!(
             out,
             "{:>12}{:>12}{:>12}{}{:>12}{:>12}{:>12}  {name}",
@@ -260,9 +303,9 @@ fn write_table(out: &mut impl Write, rows: &[(&String, &Function)], exit_lost: b
             human(f.self_ns),
             f.calls,
             lost(f.exit_lost.to_string()),
-            human(f.min_ns),
-            human(f.max_ns),
-            human(f.avg_ns())
+            range(min),
+            range(max),
+            human(avg)
         )?;
     }
     Ok(())
