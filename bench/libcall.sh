@@ -14,7 +14,7 @@
 # Configurations:
 #   plain         untraced
 #   fntrace       fntrace record (function_graph): `tiny` a library call
-#   fntrace-mod   fntrace record -F '*:mod:libtiny' (every caller traced)
+#   fntrace-mod   fntrace record -P '*:mod:libtiny' (every caller traced)
 #   uftrace       uftrace record -P . (its library calls: PLT hooks)
 # ns per call: the workload's own clock around its work, median of RUNS,
 # minus plain's, divided by N.
@@ -46,7 +46,7 @@ run() { # config workload -> the workload's "NS RESULT"
     case $c in
     plain) "${cmd[@]}" ;;
     fntrace) "$fntrace" record -o "$d" --buffer-size 256M -- "${cmd[@]}" ;;
-    fntrace-mod) "$fntrace" record -o "$d" --buffer-size 256M --force -F '*:mod:libtiny' -F 'leaf' -- "${cmd[@]}" ;;
+    fntrace-mod) "$fntrace" record -o "$d" --buffer-size 256M --force -P '*:mod:libtiny' -P 'leaf' -- "${cmd[@]}" ;;
     uftrace) uftrace record -P . -d "$d" "${cmd[@]}" ;;
     esac
 }

@@ -130,7 +130,7 @@ filter_of() { # workload -> filter patterns, one per line
 declare -A filter_args
 for w in "${workloads[@]}"; do
     args=""
-    while read -r f; do args+=" -F $f"; done < <(filter_of "$w")
+    while read -r f; do args+=" -P $f"; done < <(filter_of "$w")
     filter_args[$w]=$args
 done
 

@@ -45,9 +45,12 @@ impl Tracer {
 /// The options of `record` and `live` that say what to record.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RecordFlags {
-    /// Trace only these functions (ftrace filter syntax: name, glob*, !name, PATTERN:mod:MODULE); repeatable.
+    /// Trace only these functions and what they call (uftrace's -F; ftrace filter syntax: name, glob*, !name, PATTERN:mod:MODULE); repeatable.
     #[arg(short = 'F', long = "filter", value_name = "PATTERN", value_parser = pattern)]
     filter: Vec<String>,
+    /// Patch only these functions: they alone are traced (the kernel's set_ftrace_filter, uftrace's -P); repeatable.
+    #[arg(short = 'P', long = "patch", value_name = "PATTERN", value_parser = pattern)]
+    patch: Vec<String>,
     /// Do not trace these functions (nor what they call); repeatable.
     #[arg(short = 'N', long = "notrace", value_name = "PATTERN", value_parser = pattern)]
     notrace: Vec<String>,
@@ -170,6 +173,7 @@ impl RecordFlags {
             tracer: self.tracer,
             options: Options {
                 filter: self.filter,
+                patch: self.patch,
                 notrace: self.notrace,
                 triggers: self.trigger,
                 depth: self.depth,

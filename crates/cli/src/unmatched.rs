@@ -105,6 +105,7 @@ pub fn patterns(options: &Options) -> Vec<(&'static str, Vec<String>)> {
         .collect();
     vec![
         ("-F", options.filter.clone()),
+        ("-P", options.patch.clone()),
         ("-N", options.notrace.clone()),
         ("--graph-function", options.graph_functions.clone()),
         ("-T", triggers),

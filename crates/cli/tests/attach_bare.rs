@@ -170,7 +170,7 @@ fn assert_all_traced(calls: &BTreeMap<String, u64>, want: &[&str], what: &str) {
 /// Attaches (with `args`) with the parkers held; checks that every
 /// function is traced.
 fn attach(bare: &mut Bare, dir: &Path, args: &[&str]) -> Attach {
-    let mut all = vec!["-F", FILTER];
+    let mut all = vec!["-P", FILTER];
     all.extend(args);
     let attach = bare.parked(|pid| Attach::start(pid, dir, &all));
     let traced = format!(" {} traced;", ASM.len());

@@ -42,9 +42,9 @@ fn second_attach_is_refused_by_name() {
     let bin = build(&work, &PATCHABLE);
     let fresh = Target::start(&bin, &work);
     let mut target = Target::start(&bin, &work);
-    let first = Attach::start(target.pid, &work.path("a.data"), &["-F", "mid"]);
+    let first = Attach::start(target.pid, &work.path("a.data"), &["-P", "mid"]);
     let started = Instant::now();
-    let out = attach_output(target.pid, &work.path("b.data"), &["-F", "leaf"]);
+    let out = attach_output(target.pid, &work.path("b.data"), &["-P", "leaf"]);
     common::assert_fails(
         &out,
         1,

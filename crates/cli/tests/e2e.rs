@@ -653,13 +653,33 @@ fn filters_none() {
     filters_test("none", &[], &[], "filters.expected");
 }
 
+/// `record -P` is the kernel's filter: only these functions are patched,
+/// and traced.
+#[test]
+fn filters_record_patch() {
+    filters_test(
+        "record-P",
+        &["-P", "inner", "-P", "slow"],
+        &[],
+        "filters.F.expected",
+    );
+}
+
+/// `record -F` is uftrace's: these functions and what they call (#21),
+/// the same as `replay -F` shows of a whole recording.
 #[test]
 fn filters_record_filter() {
     filters_test(
         "record-F",
         &["-F", "inner", "-F", "slow"],
         &[],
-        "filters.F.expected",
+        "filters.F-subtree.expected",
+    );
+    filters_test(
+        "replay-F-two",
+        &[],
+        &["-F", "inner", "-F", "slow"],
+        "filters.F-subtree.expected",
     );
 }
 

@@ -254,7 +254,7 @@ fn coroutines_switching_stacks() {
             let truth = text(&alone.stderr);
             for (tag, filter) in [
                 ("all", &[][..]),
-                ("no-switch", &["-F", "*", "-F", "!gswitch"][..]),
+                ("no-switch", &["-P", "*", "-P", "!gswitch"][..]),
             ] {
                 let what = format!("{} {mode} {tag}", style.name());
                 let (traced, dir) = record(&work, tag, filter, &exe, &[mode]);

@@ -212,7 +212,7 @@ fn attached_library_calls_and_every_byte_given_back() {
     let fresh = Target::start(&bin, &work);
     let mut target = Target::start(&bin, &work);
     let dir = work.path("a.data");
-    let filter = ["-F", "mid", "-F", "leaf", "-F", "lib_twice", "-F", "usleep"];
+    let filter = ["-P", "mid", "-P", "leaf", "-P", "lib_twice", "-P", "usleep"];
     let attached = Attach::with_libcalls(target.pid, &dir, &filter);
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(target.cmd("tick"), "ok");

@@ -63,7 +63,10 @@ pub struct Args {
 /// What the run was given, as `info.json` keeps it under `options`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Options {
+    /// `-F`: these functions and what they call.
     pub filter: Vec<String>,
+    /// `-P`: only these functions, patched (the kernel's meaning).
+    pub patch: Vec<String>,
     pub notrace: Vec<String>,
     pub triggers: Vec<String>,
     pub depth: Option<u32>,
@@ -247,16 +250,41 @@ fn losses(dir: &Path) -> Option<String> {
     crate::losses::summary(&all, &trace, None).map(|line| format!("fntrace: warning: {line}"))
 }
 
+/// What the runtime patches and the functions it records inside (its
+/// `filter` and `graph_functions`) for the options `o`: `-F` is uftrace's
+/// subtree (the functions and what they call: recorded inside them, the
+/// kernel's set_graph_function), `-P` the kernel's filter (only these
+/// patched). A `-F` pattern naming a module asks for that module's own
+/// functions, which are patched only when named: it is patched too,
+/// beside everything else (`*`) unless `-P` says what. The `function`
+/// tracer has no frames to record inside: its `-F` is its filter.
+fn patched_and_graph(tracer: Tracer, o: &Options) -> (Vec<String>, Vec<String>) {
+    let mut patch = o.patch.clone();
+    let mut graph = o.graph_functions.clone();
+    if tracer == Tracer::Function {
+        patch.extend(o.filter.iter().cloned());
+        return (patch, graph);
+    }
+    let modules: Vec<String> = o.filter.iter().filter(|p| p.contains(":mod:")).cloned().collect();
+    if !modules.is_empty() && patch.is_empty() {
+        patch.push("*".to_string());
+    }
+    patch.extend(modules);
+    graph.extend(o.filter.iter().cloned());
+    (patch, graph)
+}
+
 /// The runtime's settings for `request`, recording into `dir`
 /// (`fntrace_format::settings`).
 pub fn settings(request: &Request, dir: &Path) -> Settings {
     let o = &request.options;
+    let (filter, graph_functions) = patched_and_graph(request.tracer, o);
     Settings {
         data: Some(dir.to_path_buf()),
         tracer: request.tracer.settings(),
-        filter: o.filter.clone(),
+        filter,
         notrace: o.notrace.clone(),
-        graph_functions: o.graph_functions.clone(),
+        graph_functions,
         depth: o.depth,
         time_filter_ns: o.time_filter_ns,
         triggers: o.triggers.clone(),
