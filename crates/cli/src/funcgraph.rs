@@ -45,6 +45,9 @@ pub struct Style {
     /// `--srcline`: each call's opening line ends with its function's
     /// place in the source, `/* FILE:LINE */`.
     pub srcline: bool,
+    /// `--column-view`: each thread's calls start this many levels to the
+    /// right of the previous thread's (uftrace's `--column-offset`).
+    pub column: Option<usize>,
 }
 
 impl Style {
@@ -87,6 +90,9 @@ pub struct ProcessView<'s, 'p> {
     columns: Columns,
     /// The time of each thread's last line (`-f delta`).
     last_ns: HashMap<u32, u64>,
+    /// `--column-view`: each thread's column, in the order they first
+    /// print.
+    columns_of: HashMap<u32, usize>,
 }
 
 impl<'s, 'p> ProcessView<'s, 'p> {
@@ -98,6 +104,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             stacks: (0..threads).map(|_| CallStack::new()).collect(),
             columns: style.columns(),
             last_ns: HashMap::new(),
+            columns_of: HashMap::new(),
         }
     }
 
@@ -272,7 +279,14 @@ impl<'s, 'p> ProcessView<'s, 'p> {
         level: usize,
         text: &str,
     ) -> io::Result<()> {
-        let indent = level.min(MAX_INDENT) * 2;
+        let column = match self.style.column {
+            Some(offset) => {
+                let next = self.columns_of.len();
+                *self.columns_of.entry(tid).or_insert(next) * offset * 2
+            }
+            None => 0,
+        };
+        let indent = level.min(MAX_INDENT) * 2 + column;
         let depth = match level >= MAX_INDENT {
             true => format!("[depth {level}] "),
             false => String::new(),

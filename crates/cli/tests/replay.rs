@@ -291,3 +291,51 @@ fn caller_filter_shows_how_a_function_was_reached() {
     let out = fntrace_output(&["replay", "-C", "nosuch", d.path()]);
     assert_fails(&out, 1, "-C 'nosuch' matches no function");
 }
+
+/// `--column-view` (uftrace's): each thread's lines start `--column-offset`
+/// levels (two spaces each) to the right of the previous thread's, the
+/// threads in the order they first print; nothing else changes.
+#[test]
+fn column_view() {
+    let work = Work::new("replay-columns");
+    let d = scenarios::threads(&work);
+    let (plain, _) = replay(&[d.path(), "--tid", "100", "--tid", "101"]);
+    let (columns, _) = replay(&[
+        d.path(),
+        "--tid",
+        "100",
+        "--tid",
+        "101",
+        "--column-view",
+        "--column-offset",
+        "3",
+    ]);
+    let lines = |text: &str| -> Vec<(String, String)> {
+        text.lines()
+            .filter_map(|l| {
+                let (tid, rest) = l.split_once(')')?;
+                let (_, body) = rest.split_once('|')?;
+                Some((tid.trim().to_string(), body.to_string()))
+            })
+            .collect()
+    };
+    let (plain, columns) = (lines(&plain), lines(&columns));
+    assert_eq!(plain.len(), columns.len());
+    let mut shift = std::collections::BTreeMap::new();
+    for ((tid, a), (tid2, b)) in plain.iter().zip(&columns) {
+        assert_eq!(tid, tid2);
+        assert_eq!(a.trim_start(), b.trim_start(), "only the indentation changes");
+        let extra = b.len() - b.trim_start().len() - (a.len() - a.trim_start().len());
+        assert_eq!(
+            *shift.entry(tid.clone()).or_insert(extra),
+            extra,
+            "{tid}: one column"
+        );
+    }
+    let first = &plain[0].0;
+    let expected: std::collections::BTreeMap<String, usize> = plain
+        .iter()
+        .map(|(t, _)| (t.clone(), if t == first { 0 } else { 6 }))
+        .collect();
+    assert_eq!(shift, expected);
+}

@@ -47,6 +47,12 @@ pub struct Args {
     /// After each function, its source file and line (kept by record --srcline).
     #[arg(long)]
     srcline: bool,
+    /// Each thread in a column of its own, to the right of the previous thread's (uftrace's --column-view).
+    #[arg(long)]
+    column_view: bool,
+    /// With --column-view, how many levels apart the columns start.
+    #[arg(long, value_name = "DEPTH", default_value_t = 8, requires = "column_view")]
+    column_offset: usize,
 }
 
 /// What to show and how.
@@ -60,6 +66,8 @@ pub struct Settings {
     pub narrow: NarrowFlags,
     /// `--srcline`.
     pub srcline: bool,
+    /// `--column-view`'s offset.
+    pub column: Option<usize>,
 }
 
 impl Settings {
@@ -71,6 +79,7 @@ impl Settings {
             fields: display.fields.clone(),
             narrow,
             srcline: false,
+            column: None,
         }
     }
 }
@@ -79,6 +88,7 @@ impl Settings {
 pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut settings = Settings::new(&args.display, args.narrow);
     settings.srcline = args.srcline;
+    settings.column = args.column_view.then_some(args.column_offset);
     replay(&args.dir, &settings, out)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -101,6 +111,7 @@ pub fn replay(dir: &Path, settings: &Settings, out: &mut dyn Write) -> anyhow::R
         width,
         fields: settings.fields.clone(),
         srcline: settings.srcline,
+        column: settings.column,
     };
 
     let mut damage = trace.damage.clone();
