@@ -42,7 +42,10 @@ JSON. Streams like --chrome. Open it in https://ui.perfetto.dev.
 interval marker (Marker Chart), and samples carrying the call stack,
 weighted by the nanoseconds until the next entry or exit (1 sample = 1 ns),
 so the Call Tree and Flame Graph show exact inclusive and self times. The
-profile is built in memory. Open it in https://profiler.firefox.com.
+profile is built in memory (about 150 bytes a call): past --max-calls
+calls (default 10,000,000) it refuses, before building anything, and
+says how to narrow the trace (-r, --tid, -F, -D, -t) or raise the limit.
+Open it in https://profiler.firefox.com.
 
 --folded writes one line per distinct call stack, 'main;a;leaf 1234': the
 self time of its innermost function in nanoseconds, summed over the
@@ -80,6 +83,9 @@ pub struct Args {
     /// Write a Firefox Profiler profile (JSON).
     #[arg(long)]
     firefox: bool,
+    /// With --firefox: the most calls the profile (built in memory) may hold; 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = 10_000_000, requires = "firefox")]
+    max_calls: u64,
     /// With --folded: start each stack with its thread (T<tid>).
     #[arg(long, conflicts_with = "chrome")]
     per_thread: bool,
@@ -114,6 +120,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         let stats = perfetto::write(sink.out(), &trace, &threads, demangle, &progress)?;
         (stats.events, stats.damage, Ok(stats.events == 0))
     } else if args.firefox {
+        check_calls(&threads, &progress, args.max_calls)?;
         let stats = firefox::write_firefox(&trace, &threads, sink.out(), demangle, &progress)?;
         (stats.events, stats.damage, Ok(stats.events == 0))
     } else {
@@ -136,6 +143,38 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     }
     sink.commit()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Fails when the threads hold more than `max` calls, as narrowed (0: no
+/// limit): the Firefox profile is built in memory. The files' sizes bound
+/// the calls (an entry takes at least 8 bytes), so most traces are not
+/// read twice.
+fn check_calls(threads: &[(&Process, Vec<u32>)], progress: &Progress, max: u64) -> anyhow::Result<()> {
+    let bytes: u64 = threads
+        .iter()
+        .flat_map(|(p, tids)| tids.iter().map(move |&t| p.dir.join(layout::thread_file(t))))
+        .filter_map(|path| std::fs::metadata(path).ok())
+        .map(|m| m.len())
+        .sum();
+    if max == 0 || bytes / 8 <= max {
+        return Ok(());
+    }
+    let mut calls = 0u64;
+    for (process, tids) in threads {
+        for &tid in tids {
+            calls += progress
+                .events(process, tid)
+                .filter(|e| matches!(e.kind, fntrace_format::read::EventKind::Entry))
+                .count() as u64;
+        }
+    }
+    if calls > max {
+        anyhow::bail!(
+            "the trace holds {calls} calls, more than the {max} a Firefox profile is built with in memory (about {} MiB): narrow it (-r START~STOP, --tid, -F, -D, -t) or raise --max-calls",
+            calls.saturating_mul(150) >> 20
+        );
+    }
+    Ok(())
 }
 
 /// The threads an export reads: those of `tids` (`--tid`; all when
