@@ -6,7 +6,7 @@
 //!   file; the thread whose tid is the pid is the main thread.
 //! - Every call is an interval marker (type `FunctionCall`, category
 //!   `function`) named by its function, with `end` (`returned`, `unwound`,
-//!   `unfinished`, `returned (time filter)`, `exit lost`: open when events
+//!   `unfinished`, `exit lost`: open when events
 //!   were lost, its end unknown), `depth`, and its call stack
 //!   as the marker's stack: the Marker Chart and Marker Table list every
 //!   call with its exact times.
@@ -28,8 +28,8 @@
 //!   address minus the module's load bias), pre-symbolicated with a symbol
 //!   table of the module's functions; a function whose address does not fit
 //!   gets a label frame.
-//! - `--time-filter` calls (`CALL` events) are interval markers, and
-//!   samples when the thread has no entries; the `function` tracer's
+//! - `--time-filter` calls (`CALL` events) reach it nested, as entries
+//!   and exits (`narrow::nest`); the `function` tracer's
 //!   entries are instant markers `FunctionEntry` with their `caller`; lost
 //!   events are instant markers "events lost" with `count` (0: chunks
 //!   missing, number unknown), and the time from there to the next event
