@@ -198,7 +198,7 @@ fn environment_for_the_runtime() {
             "--",
             "sh",
             "-c",
-            "env | grep -E '^(FNTRACE|LD_PRELOAD)' | sort",
+            "env | grep -E '^(FNTRACE|LD_PRELOAD)' | sort; echo \"parent $PPID\"",
         ])
         .current_dir(&work.dir)
         .env("FNTRACE_RUNTIME", &runtime)
@@ -209,12 +209,15 @@ fn environment_for_the_runtime() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let env = String::from_utf8(out.stdout).unwrap();
+    // The command's parent is fntrace record: the runtime is told its pid
+    // (a process whose parent it is not is a child of the command).
+    let parent = env.lines().find_map(|l| l.strip_prefix("parent ")).unwrap();
     let data = work.path("fntrace.data");
     let expected = format!(
         "FNTRACE_BUFFER_SIZE=524288\nFNTRACE_DATA={}\nFNTRACE_DEPTH=3\nFNTRACE_FILTER=main,work_*\n\
-         FNTRACE_FLIGHT=4194304\nFNTRACE_GRAPH_FUNCTION=g\nFNTRACE_NOTRACE=log\nFNTRACE_RUNTIME={}\n\
+         FNTRACE_FLIGHT=4194304\nFNTRACE_GRAPH_FUNCTION=g\nFNTRACE_NOTRACE=log\nFNTRACE_RECORDER={parent}\nFNTRACE_RUNTIME={}\n\
          FNTRACE_STALE=x\nFNTRACE_TIME_FILTER=1500000\nFNTRACE_TRACER=function\n\
-         FNTRACE_TRIGGERS=main@trace_on,depth=2;f@trace_off\nLD_PRELOAD={}\n",
+         FNTRACE_TRIGGERS=main@trace_on,depth=2;f@trace_off\nLD_PRELOAD={}\nparent {parent}\n",
         data.display(),
         runtime.display(),
         runtime.display()
