@@ -21,6 +21,8 @@
 //! thread, counts up to the last event read, as `report` counts it.
 
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::io::{self, Write};
 
 use fntrace_filter::Filter;
@@ -60,7 +62,7 @@ fn calls(n: u64) -> String {
 pub struct CallTree {
     nodes: Vec<Node>,
     /// The child of a node by name.
-    index: HashMap<(u32, u32), u32>,
+    index: FxHashMap<(u32, u32), u32>,
     names: Vec<String>,
     name_ids: HashMap<String, u32>,
     /// The roots: a node per process (whole graph), or the function asked
@@ -92,7 +94,7 @@ impl CallTree {
     pub fn new(func: Option<&str>) -> CallTree {
         let mut tree = CallTree {
             nodes: Vec::new(),
-            index: HashMap::new(),
+            index: FxHashMap::default(),
             names: Vec::new(),
             name_ids: HashMap::new(),
             roots: Vec::new(),
@@ -165,7 +167,7 @@ impl CallTree {
                 Some(id)
             }
         };
-        let mut ids: HashMap<u32, (u32, bool)> = HashMap::new();
+        let mut ids: FxHashMap<u32, (u32, bool)> = FxHashMap::default();
         let mut damage = Vec::new();
         for mut events in threads {
             let mut stack: CallStack<Frame> = CallStack::new();

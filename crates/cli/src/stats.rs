@@ -14,6 +14,8 @@
 //! its time nor its self time counts anywhere; its callees' do.
 
 use std::collections::{BTreeMap, HashMap};
+
+use rustc_hash::FxHashMap;
 use std::mem;
 
 use fntrace_filter::Filter;
@@ -112,8 +114,8 @@ pub struct Request<'a> {
 /// The numbers of one process, by function id.
 #[derive(Default)]
 struct Tally {
-    functions: HashMap<u32, Function>,
-    edges: HashMap<(Option<u32>, u32), Edge>,
+    functions: FxHashMap<u32, Function>,
+    edges: FxHashMap<(Option<u32>, u32), Edge>,
     /// Calls with recorded arguments, by function and argument list.
     by_args: HashMap<(u32, std::sync::Arc<str>), Function>,
 }
@@ -220,17 +222,17 @@ impl Tally {
 
 /// Outermost totals per function of the finished subtrees at each depth.
 #[derive(Default)]
-struct Levels(Vec<HashMap<u32, u64>>);
+struct Levels(Vec<FxHashMap<u32, u64>>);
 
 impl Levels {
     /// A call at `depth` finished: of `fid`, `total` long (`None`: its
     /// time is unknown, only its callees' count).
     fn finish(&mut self, depth: usize, call: Option<(u32, u64)>) {
         if self.0.len() <= depth {
-            self.0.resize_with(depth + 1, HashMap::new);
+            self.0.resize_with(depth + 1, FxHashMap::default);
         }
         // Everything deeper belongs to this call's subtree.
-        let mut below = HashMap::new();
+        let mut below = FxHashMap::default();
         while self.0.len() > depth + 1 {
             let mut level = self.0.pop().unwrap_or_default();
             add_all(&mut below, &mut level);
@@ -242,8 +244,8 @@ impl Levels {
     }
 
     /// Everything left, summed over the depths.
-    fn drain(&mut self) -> HashMap<u32, u64> {
-        let mut all = HashMap::new();
+    fn drain(&mut self) -> FxHashMap<u32, u64> {
+        let mut all = FxHashMap::default();
         for mut level in self.0.drain(..) {
             add_all(&mut all, &mut level);
         }
@@ -252,7 +254,7 @@ impl Levels {
 }
 
 /// Adds `from` into `into` (leaving `from` empty), iterating the smaller.
-fn add_all(into: &mut HashMap<u32, u64>, from: &mut HashMap<u32, u64>) {
+fn add_all(into: &mut FxHashMap<u32, u64>, from: &mut FxHashMap<u32, u64>) {
     if from.len() > into.len() {
         mem::swap(into, from);
     }

@@ -162,7 +162,7 @@ impl Name {
 pub struct Names<'p> {
     functions: &'p Functions,
     demangle: Demangle,
-    cache: HashMap<u32, Name>,
+    cache: rustc_hash::FxHashMap<u32, Name>,
     /// Symbols that name more than one function.
     shared: HashSet<&'p str>,
     /// Symbols that name exactly one function of the program.
@@ -208,7 +208,7 @@ impl<'p> Names<'p> {
         Names {
             functions,
             demangle,
-            cache: HashMap::new(),
+            cache: Default::default(),
             shared,
             program_once,
             program,

@@ -22,7 +22,7 @@
 //! is not traced, and counted); a deeper nesting in a file comes from
 //! damage (or lost exits).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// The most calls a reader keeps open in one thread: the runtime's own
 /// limit, so that everything recorded reads back.
@@ -34,7 +34,7 @@ pub const MAX_DEPTH: usize = crate::limits::MAX_NESTING;
 pub struct CallStack<T> {
     frames: Vec<(u32, T)>,
     /// How many calls of each function are open.
-    open: HashMap<u32, u32>,
+    open: FxHashMap<u32, u32>,
     left_out: u64,
     /// How many of the outermost frames were open at a loss.
     spanning: usize,
@@ -44,7 +44,7 @@ impl<T> Default for CallStack<T> {
     fn default() -> Self {
         CallStack {
             frames: Vec::new(),
-            open: HashMap::new(),
+            open: FxHashMap::default(),
             left_out: 0,
             spanning: 0,
         }
