@@ -17,8 +17,10 @@
 //!
 //! A node with one callee shows it at its own level (one path, no
 //! branch); with several, each callee hangs from a `+-` branch, the
-//! earliest first. A call open when events were lost, or at the end of the
-//! thread, counts up to the last event read, as `report` counts it.
+//! earliest first. A call still open at the end of the thread counts up to
+//! the last event read, as `report` counts it; one open when events were
+//! lost has no known end: it is counted apart ([`CallTree::exit_lost`],
+//! said on the first line) and in no time, as `report` does.
 
 use std::collections::HashMap;
 
@@ -26,7 +28,7 @@ use rustc_hash::FxHashMap;
 use std::io::{self, Write};
 
 use fntrace_filter::Filter;
-use fntrace_format::read::{EventKind, Process};
+use fntrace_format::read::{EventKind, Losses, Process};
 use fntrace_format::stack::CallStack;
 
 use crate::funcgraph::MAX_INDENT;
@@ -76,6 +78,11 @@ pub struct CallTree {
     places: Option<HashMap<u32, String>>,
     /// Events read.
     pub events: u64,
+    /// What the threads read lost.
+    pub losses: Losses,
+    /// Calls open when events were lost: not counted (their ends are
+    /// unknown).
+    pub exit_lost: u64,
 }
 
 /// An open call of a thread.
@@ -102,6 +109,8 @@ impl CallTree {
             func: func.map(str::to_string),
             places: None,
             events: 0,
+            losses: Losses::new(),
+            exit_lost: 0,
         };
         if let Some(func) = func {
             let name = tree.intern(func);
@@ -232,7 +241,9 @@ impl CallTree {
             }
             damage.extend(events.damage());
             damage.extend(stack.note(events.label()));
+            self.losses.thread(events.source());
         }
+        self.losses.process(process);
         damage
     }
 
@@ -262,9 +273,16 @@ impl CallTree {
 
     /// Closes the innermost open call at `ns`.
     fn close(&mut self, stack: &mut CallStack<Frame>, ns: u64) {
+        // Open when events were lost: its exit may be among them, its end
+        // is unknown. Counted apart, as `report` counts it, in no time.
+        let lost = stack.top_spans_loss();
         let Some((_, frame)) = stack.pop() else {
             return;
         };
+        if lost {
+            self.exit_lost += u64::from(frame.node.is_some());
+            return;
+        }
         let dur = ns.saturating_sub(frame.start_ns);
         let outermost = stack.last().is_none_or(|(_, f)| f.node.is_none());
         if let Some(node) = frame.node {

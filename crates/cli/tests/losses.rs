@@ -83,6 +83,12 @@ fn every_reader_says_what_was_lost() {
     assert_eq!(row("work"), [1, 1, 50, 40, 50]);
     assert_eq!(row("main"), [0, 1, 0, 0, 0]);
 
+    // The call tree says it too, from its own reading, and counts the
+    // calls open at the loss in no time (main's and work's ends are not
+    // known: only leaf's second call and its caller's have times).
+    let (tree, _) = fntrace_ok(&["graph", dir]);
+    assert!(tree.starts_with(&format!("# {said}\n\n")), "{tree}");
+    assert!(!tree.contains("(1) main"), "main's exit was lost: {tree}");
     let (graph, _) = fntrace_ok(&["graph", "--gprof", dir]);
     assert!(graph.starts_with(&format!("# {said}\n\n")), "{graph}");
     assert!(

@@ -36,7 +36,9 @@ callee shows it at its own level; with several, each hangs from a '+-'
 branch, the earliest first. The root is the process. With FUNC, the graph
 starts at FUNC's calls (the outermost ones: recursion is inside), after
 every backtrace that reached them, with its hits and their time. Calls
-still open at a loss or at the end count up to the last event read.
+still open at the end count up to the last event read; calls open when
+events were lost have no known end: they are counted apart (said on the
+first line) and in no time.
 
 With --gprof, for each function, longest total time first (then by name):
   main: 1 call, total 10.293 us, self 1.200 us
@@ -191,7 +193,8 @@ fn call_tree(
         return nothing::fail(nothing::no_calls(trace, dir, tree.events));
     }
     let mut out = BufWriter::new(out);
-    if let Some(line) = losses::summary(&losses::scan(&selected), trace, None) {
+    // What was lost, from the same reading (the graph is written after it).
+    if let Some(line) = losses::summary(&tree.losses, trace, Some(tree.exit_lost)) {
         writeln!(out, "# {line}\n")?;
     }
     tree.write(&mut out)?;
