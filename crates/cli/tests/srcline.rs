@@ -34,26 +34,23 @@ fn addr2line(exe: &str, names: &[&str]) -> BTreeMap<String, String> {
     out
 }
 
+/// `examples/demo.c` built with `-O1 -pg -mfentry` and `flags` in `work`.
+fn demo(work: &Work, flags: &[&str]) -> String {
+    let exe = work.path("demo").to_str().unwrap().to_string();
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo.c");
+    let source = source.canonicalize().unwrap();
+    let mut args = flags.to_vec();
+    args.extend(["-O1", "-pg", "-mfentry", source.to_str().unwrap(), "-o", &exe]);
+    cc("gcc", &args);
+    exe
+}
+
 #[test]
 fn source_lines_outlive_the_binary() {
     runtime();
     let work = Work::new("srcline");
-    let exe = work.path("demo");
-    let exe = exe.to_str().unwrap();
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo.c");
-    let source = source.canonicalize().unwrap();
-    cc(
-        "gcc",
-        &[
-            "-g",
-            "-O1",
-            "-pg",
-            "-mfentry",
-            source.to_str().unwrap(),
-            "-o",
-            exe,
-        ],
-    );
+    let exe = demo(&work, &["-g"]);
+    let exe = exe.as_str();
     let names = ["main", "count_primes", "fib", "apply", "square", "cube"];
     let truth = addr2line(exe, &names);
     assert_eq!(truth.len(), names.len(), "{truth:?}");
@@ -90,13 +87,8 @@ fn source_lines_outlive_the_binary() {
 fn without_dwarf_it_says_so() {
     runtime();
     let work = Work::new("srcline-none");
-    let exe = work.path("demo");
-    let exe = exe.to_str().unwrap();
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo.c");
-    cc(
-        "gcc",
-        &["-O1", "-pg", "-mfentry", source.to_str().unwrap(), "-o", exe],
-    );
+    let exe = demo(&work, &[]);
+    let exe = exe.as_str();
     let data = work.path("demo.data");
     let (_, err) = fntrace_ok(&[
         "record",

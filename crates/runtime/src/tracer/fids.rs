@@ -67,63 +67,49 @@ pub struct Table {
 
 static TABLE: AtomicPtr<Table> = AtomicPtr::new(std::ptr::null_mut());
 
+/// The table in force, if one was published.
+#[inline]
+fn table() -> Option<&'static Table> {
+    let p = TABLE.load(Ordering::Acquire);
+    // SAFETY: published tables are leaked, never freed: a non-null pointer
+    // stays valid for ever.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
 /// The flags of `fid` (0 if unknown).
 #[inline]
 pub fn flags(fid: u32) -> u16 {
-    let p = TABLE.load(Ordering::Acquire);
-    if p.is_null() {
-        return 0;
-    }
-    // SAFETY: published tables are leaked, never freed.
-    let t = unsafe { &*p };
-    t.flags.get(fid as usize).copied().unwrap_or(0)
+    table()
+        .and_then(|t| t.flags.get(fid as usize).copied())
+        .unwrap_or(0)
 }
 
 /// `fid`'s value spec, if it has one.
 pub fn spec(fid: u32) -> Option<&'static ArgSpec> {
-    let p = TABLE.load(Ordering::Acquire);
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: as in `flags` (published tables live for ever).
-    let t: &'static Table = unsafe { &*p };
-    t.spec.get(fid as usize)?.as_deref()
+    table()?.spec.get(fid as usize)?.as_deref()
 }
 
 /// The tag of `fid`'s return value where the fast return path records it
 /// (0: it does not).
 #[inline]
 pub fn ret_tag(fid: u32) -> u8 {
-    let p = TABLE.load(Ordering::Acquire);
-    if p.is_null() {
-        return 0;
-    }
-    // SAFETY: as in `flags`.
-    let t = unsafe { &*p };
-    t.ret_tag.get(fid as usize).copied().unwrap_or(0)
+    table()
+        .and_then(|t| t.ret_tag.get(fid as usize).copied())
+        .unwrap_or(0)
 }
 
 /// An address in the code of the module of function `fid`.
 pub fn home(fid: u32) -> Option<usize> {
-    let p = TABLE.load(Ordering::Acquire);
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: as in `flags`.
-    let t = unsafe { &*p };
+    let t = table()?;
     let at = t.homes.partition_point(|&(first, _)| first <= fid);
     at.checked_sub(1).map(|i| t.homes[i].1)
 }
 
 /// The `depth=N` trigger of `fid`.
 pub fn depth(fid: u32) -> u16 {
-    let p = TABLE.load(Ordering::Acquire);
-    if p.is_null() {
-        return 0;
-    }
-    // SAFETY: as in `flags`.
-    let t = unsafe { &*p };
-    t.depth.get(fid as usize).copied().unwrap_or(0)
+    table()
+        .and_then(|t| t.depth.get(fid as usize).copied())
+        .unwrap_or(0)
 }
 
 /// The function id of the site whose callback `ip` this is.
