@@ -85,15 +85,26 @@ impl NarrowFlags {
         dir: &std::path::Path,
     ) -> anyhow::Result<()> {
         let syntax = self.syntax();
+        // Each process's names, made once (demangled on first use) for
+        // every pattern.
+        let mut all: Vec<(&Process, Names<'_>)> = Vec::new();
         for (option, patterns) in [
             ("-F", &self.filter),
             ("-N", &self.notrace),
             ("-H", &self.hide),
             ("-C", &self.callers),
         ] {
+            if patterns.is_empty() {
+                continue;
+            }
+            if all.is_empty() {
+                all = processes
+                    .clone()
+                    .map(|p| (p, Names::of(p, Demangle::No)))
+                    .collect();
+            }
             let unmatched = first_unmatched_as(patterns, syntax, |filter| {
-                processes.clone().any(|process| {
-                    let mut names = Names::of(process, Demangle::No);
+                all.iter_mut().any(|(process, names)| {
                     process.functions.iter().any(|f| names.get(f.fid).matches(filter))
                 })
             });
