@@ -28,13 +28,31 @@ use rustc_hash::FxHashMap;
 use std::io::{self, Write};
 
 use fntrace_filter::Filter;
-use fntrace_format::read::{EventKind, Losses, Process};
+use fntrace_format::read::{EventKind, Losses, Process, Trace};
 use fntrace_format::stack::CallStack;
 
 use crate::funcgraph::MAX_INDENT;
-use crate::narrow::Narrowed;
-use crate::trace::Names;
+use crate::narrow::{Narrowed, Narrowing};
+use crate::trace::{self, Demangle, Name, Names};
 use crate::units::human;
+
+/// How the function to graph is chosen.
+#[derive(Clone, Copy)]
+pub enum Selector<'a> {
+    /// The functions a filter pattern selects (`graph FUNC`).
+    Pattern(&'a Filter),
+    /// The function of this name as shown (the terminal browser's cursor).
+    Shown(&'a str),
+}
+
+impl Selector<'_> {
+    fn selects(&self, name: &Name) -> bool {
+        match self {
+            Selector::Pattern(filter) => name.matches(filter),
+            Selector::Shown(shown) => name.shown == *shown,
+        }
+    }
+}
 
 /// One node: a function reached by one path.
 #[derive(Default)]
@@ -98,7 +116,7 @@ struct Frame {
 impl CallTree {
     /// A tree of whole processes (`func` none), or of the calls of the
     /// functions the pattern `func` selects.
-    pub fn new(func: Option<&str>) -> CallTree {
+    fn new(func: Option<&str>) -> CallTree {
         let mut tree = CallTree {
             nodes: Vec::new(),
             index: FxHashMap::default(),
@@ -123,10 +141,35 @@ impl CallTree {
         tree
     }
 
-    /// Shows each function's place in its source (`[FILE:LINE]`).
-    pub fn with_srclines(mut self) -> CallTree {
-        self.places = Some(HashMap::new());
-        self
+    /// The tree of the threads `tids` of `trace` (every thread: none
+    /// given) as `narrowing` narrows them, of whole processes or (`func`,
+    /// its pattern and filter) of the calls of the functions it selects;
+    /// with `srclines`, each function's place in its source. Processes
+    /// recorded as profile tables hold no call paths: left out. With the
+    /// damage found.
+    pub fn read(
+        trace: &Trace,
+        tids: &[u32],
+        func: Option<(&str, Selector<'_>)>,
+        narrowing: &Narrowing,
+        demangle: Demangle,
+        srclines: bool,
+    ) -> (CallTree, Vec<String>) {
+        let mut selected = trace::select(trace, tids);
+        selected.retain(|(p, _)| p.profile.is_none());
+        let mut tree = CallTree::new(func.map(|(f, _)| f));
+        if srclines {
+            tree.places = Some(HashMap::new());
+        }
+        let mut damage = Vec::new();
+        for (process, tids) in &selected {
+            let mut names = Names::of(process, demangle);
+            let threads = tids
+                .iter()
+                .map(|&t| narrowing.events(process, || process.events(t)));
+            damage.extend(tree.add_process(process, threads.collect(), func.map(|(_, f)| f), &mut names));
+        }
+        (tree, damage)
     }
 
     fn intern(&mut self, name: &str) -> u32 {
@@ -155,11 +198,11 @@ impl CallTree {
 
     /// Adds the threads `events` of `process`. With a function asked for
     /// (`func`), only its calls and what they call make nodes.
-    pub fn add_process(
+    fn add_process(
         &mut self,
         process: &Process,
         threads: Vec<Narrowed>,
-        func: Option<&Filter>,
+        func: Option<Selector<'_>>,
         names: &mut Names<'_>,
     ) -> Vec<String> {
         let root = match func {
@@ -187,7 +230,7 @@ impl CallTree {
                 let (name, selected) = *ids.entry(ev.fid).or_insert_with(|| {
                     let place = names.srcline(ev.fid);
                     let name = names.get(ev.fid);
-                    let selected = func.is_some_and(|f| name.matches(f));
+                    let selected = func.is_some_and(|f| f.selects(name));
                     let shown = name.shown.clone();
                     let id = self.intern(&shown);
                     if let (Some(places), Some(place)) = (self.places.as_mut(), place) {
@@ -323,25 +366,49 @@ impl CallTree {
         (n.calls, n.total_ns)
     }
 
-    /// Writes the backtraces (under a function) and the graph.
-    pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
+    /// The roots: a node per process, or the function asked for.
+    pub fn roots(&self) -> &[u32] {
+        &self.roots
+    }
+
+    /// The name of node `id`.
+    pub fn name(&self, id: u32) -> &str {
+        &self.names[self.nodes[id as usize].name as usize]
+    }
+
+    /// The callees of node `id`, the earliest first.
+    pub fn children(&self, id: u32) -> &[u32] {
+        &self.nodes[id as usize].children
+    }
+
+    /// The backtraces' lines (under a function; none otherwise), the most
+    /// hit first.
+    pub fn backtrace_lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
         if let Some(func) = &self.func {
-            writeln!(out, "# Function Call Graph for '{func}'")?;
-            writeln!(out, "=============== BACKTRACE ===============")?;
+            lines.push(format!("# Function Call Graph for '{func}'"));
+            lines.push("=============== BACKTRACE ===============".to_string());
             let mut traces: Vec<(&Vec<u32>, &Backtrace)> = self.backtraces.iter().collect();
             traces.sort_by(|a, b| b.1.hits.cmp(&a.1.hits).then(a.1.first.cmp(&b.1.first)));
             for (i, (path, b)) in traces.iter().enumerate() {
-                writeln!(
-                    out,
+                lines.push(format!(
                     " backtrace #{i}: hit {}, time {:>10}",
                     b.hits,
                     human(b.total_ns)
-                )?;
+                ));
                 for (depth, name) in path.iter().enumerate() {
-                    writeln!(out, "   [{depth}] {}", self.names[*name as usize])?;
+                    lines.push(format!("   [{depth}] {}", self.names[*name as usize]));
                 }
-                writeln!(out)?;
+                lines.push(String::new());
             }
+        }
+        lines
+    }
+
+    /// Writes the backtraces (under a function) and the graph.
+    pub fn write(&self, out: &mut impl Write) -> io::Result<()> {
+        for line in self.backtrace_lines() {
+            writeln!(out, "{line}")?;
         }
         writeln!(out, "========== FUNCTION CALL GRAPH ==========")?;
         writeln!(out, "# TOTAL TIME   FUNCTION")?;
@@ -349,13 +416,14 @@ impl CallTree {
             if i > 0 {
                 writeln!(out)?;
             }
-            self.line(out, root, "")?;
-            self.tree(out, root)?;
+            self.walk(root, &|_| false, &mut |line| match line {
+                Line::Node { text, .. } | Line::Blank(text) => writeln!(out, "{text}"),
+            })?;
         }
         Ok(())
     }
 
-    fn line(&self, out: &mut impl Write, id: u32, prefix: &str) -> io::Result<()> {
+    fn line(&self, id: u32, prefix: &str) -> String {
         let (n, total) = self.totals(id);
         let name_id = self.nodes[id as usize].name;
         let name = &self.names[name_id as usize];
@@ -363,20 +431,37 @@ impl CallTree {
             Some(at) => format!(" [{at}]"),
             None => String::new(),
         };
-        writeln!(out, "{:>12} : {prefix}{}{name}{place}", human(total), calls(n))
+        format!("{:>12} : {prefix}{}{name}{place}", human(total), calls(n))
     }
 
-    /// The callees of `root`, depth first, without recursion (a file may
-    /// nest calls 131,072 deep).
-    fn tree(&self, out: &mut impl Write, root: u32) -> io::Result<()> {
+    /// The lines of `root` and its callees, depth first, without recursion
+    /// (a file may nest calls 131,072 deep); the callees of a node
+    /// `folded` says are left out.
+    pub fn walk<E>(
+        &self,
+        root: u32,
+        folded: &dyn Fn(u32) -> bool,
+        visit: &mut dyn FnMut(Line) -> Result<(), E>,
+    ) -> Result<(), E> {
+        visit(Line::Node {
+            id: root,
+            text: self.line(root, ""),
+        })?;
         let mut todo = Vec::new();
-        self.push_children(&mut todo, root, String::new());
+        if !folded(root) {
+            self.push_children(&mut todo, root, String::new());
+        }
         while let Some(step) = todo.pop() {
             match step {
-                Step::Blank(prefix) => writeln!(out, "{:>12} : {prefix} |", "")?,
+                Step::Blank(prefix) => visit(Line::Blank(format!("{:>12} : {prefix} |", "")))?,
                 Step::Node { id, line, below } => {
-                    self.line(out, id, &line)?;
-                    self.push_children(&mut todo, id, below);
+                    visit(Line::Node {
+                        id,
+                        text: self.line(id, &line),
+                    })?;
+                    if !folded(id) {
+                        self.push_children(&mut todo, id, below);
+                    }
                 }
             }
         }
@@ -414,6 +499,14 @@ impl CallTree {
             }
         }
     }
+}
+
+/// A line of the graph.
+pub enum Line {
+    /// Node `id`'s line.
+    Node { id: u32, text: String },
+    /// The blank line between two branches.
+    Blank(String),
 }
 
 /// What is left to write of a tree.

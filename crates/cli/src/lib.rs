@@ -25,6 +25,7 @@ pub mod readers;
 mod srcline;
 mod stats;
 mod trace;
+mod tui;
 mod units;
 mod unmatched;
 

@@ -26,6 +26,7 @@ enum Command {
     Ctl(cmd::ctl::Args),
     #[command(flatten)]
     Reader(Reader),
+    Tui(cmd::tui::Args),
     List(cmd::list::Args),
     Recordmcount(cmd::recordmcount::Args),
 }
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
         Command::Attach(args) => cmd::attach::run(args),
         Command::Ctl(args) => cmd::ctl::run(args),
         Command::Reader(reader) => reader.run(&mut io::stdout().lock()),
+        Command::Tui(args) => cmd::tui::run(args),
         Command::List(args) => cmd::list::run(&args),
         Command::Recordmcount(args) => cmd::recordmcount::run(&args),
     };

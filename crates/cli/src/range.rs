@@ -33,6 +33,17 @@ impl TimeRange {
         (self.from.map_or(0, at), self.to.map_or(u64::MAX, at))
     }
 }
+impl std::fmt::Display for TimeRange {
+    /// As [`parse`] reads it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let end = |b: Option<Bound>| match b {
+            None => String::new(),
+            Some(Bound::At(ns)) => format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000),
+            Some(Bound::Elapsed(ns)) => format!("{ns}ns"),
+        };
+        write!(f, "{}~{}", end(self.from), end(self.to))
+    }
+}
 
 /// Parses `START~STOP` (the clap value parser of `-r`).
 pub fn parse(text: &str) -> Result<TimeRange, String> {
@@ -91,6 +102,10 @@ mod tests {
         assert_eq!(r.resolve(77), (5_000_000_100, 5_000_000_400));
         assert_eq!(parse("~1us").unwrap().resolve(10), (0, 1010));
         assert_eq!(parse("2~").unwrap().resolve(10), (2_000_000_000, u64::MAX));
+        for text in ["20ms~30ms", "5.000000100~5.0000004", "~1us", "2~", "~"] {
+            let r = parse(text).unwrap();
+            assert_eq!(parse(&r.to_string()).unwrap(), r, "{text} as {r}");
+        }
         for bad in ["20ms", "x~y", "1.0123456789~", "30ms~20ms", "1.5~1.2", "-1~"] {
             assert!(parse(bad).is_err(), "{bad}");
         }

@@ -8,38 +8,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::tracedata::{DataDir, T0};
+use common::tracedata::{dropped_in_a_loop, LOST_IN_A_LOOP as SAID};
 use common::{build_c, fntrace_ok, Work};
-use fntrace_format::write::ChunkBuilder;
 use serde_json::Value;
-
-/// The issue's case: main loops over work, which calls leaf. While the
-/// first leaf runs the buffer is full: leaf's and work's exits, the second
-/// work and the third's entry with its leaf's are dropped (6 events). The
-/// leaf and work exits read next are the third work's.
-fn dropped_in_a_loop(work: &Work) -> DataDir {
-    let d = DataDir::new(work, "lost.data");
-    d.info(&["./prog"], "function_graph", 0, 20_000);
-    d.process(1, &["./prog"], "function_graph", &["main", "work", "leaf"]);
-    d.edit_process(1, |p| p.lost = 6);
-    let mut first = ChunkBuilder::new(1, 0, T0);
-    first.entry(0, T0).entry(1, T0 + 10).entry(2, T0 + 20);
-    let mut second = ChunkBuilder::new(1, 1, T0 + 5000);
-    second.set_lost(6);
-    second
-        .exit(2, T0 + 5010)
-        .exit(1, T0 + 5020)
-        .entry(1, T0 + 5100)
-        .entry(2, T0 + 5110)
-        .exit(2, T0 + 5120)
-        .exit(1, T0 + 5150)
-        .exit(0, T0 + 9000);
-    d.thread(1, 1, &[&first, &second]);
-    d
-}
-
-const SAID: &str = "the trace is incomplete: 6 of 16 events lost (37.5%: the buffers were full; \
-                    a larger --buffer-size avoids it)";
 
 #[test]
 fn every_reader_says_what_was_lost() {

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use fntrace_filter::Filter;
 use fntrace_format::layout;
 
-use crate::calltree::CallTree;
+use crate::calltree::{CallTree, Selector};
 use crate::losses;
 use crate::narrow::NarrowFlags;
 use crate::nothing;
@@ -102,7 +102,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         eprintln!("fntrace: warning: profile tables (--tracer profile) hold no call paths: {what}");
     }
     if !args.gprof && profiles < trace.processes.len() {
-        let func = func.as_deref().zip(filter.as_ref());
+        let func = func.as_deref().zip(filter.as_ref().map(Selector::Pattern));
         return call_tree(&args, &trace, &dir, func, &narrowing, out);
     }
     let stats = stats::collect(
@@ -167,24 +167,18 @@ fn call_tree(
     args: &Args,
     trace: &fntrace_format::read::Trace,
     dir: &std::path::Path,
-    func: Option<(&str, &Filter)>,
+    func: Option<(&str, Selector<'_>)>,
     narrowing: &crate::narrow::Narrowing,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
-    let mut selected = trace::select(trace, &args.tid);
-    selected.retain(|(p, _)| p.profile.is_none());
-    let mut tree = CallTree::new(func.map(|(f, _)| f));
-    if args.srcline {
-        tree = tree.with_srclines();
-    }
-    let mut damage = Vec::new();
-    for (process, tids) in &selected {
-        let mut names = trace::Names::of(process, args.demangle.mode());
-        let threads = tids
-            .iter()
-            .map(|&t| narrowing.events(process, || process.events(t)));
-        damage.extend(tree.add_process(process, threads.collect(), func.map(|(_, f)| f), &mut names));
-    }
+    let (tree, damage) = CallTree::read(
+        trace,
+        &args.tid,
+        func,
+        narrowing,
+        args.demangle.mode(),
+        args.srcline,
+    );
     trace::warn_damage(&damage);
     if tree.is_empty() {
         if let Some((func, _)) = func.filter(|_| tree.events > 0) {

@@ -12,3 +12,4 @@ pub mod record;
 pub mod recordmcount;
 pub mod replay;
 pub mod report;
+pub mod tui;

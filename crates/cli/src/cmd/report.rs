@@ -262,7 +262,7 @@ pub fn sort(rows: &mut [(&String, &Function)], keys: &[Sort], by_self: bool) {
 
 /// The table; `exit_lost` adds the column of calls whose exit was lost;
 /// `by_self`: min, max and average of self times.
-fn write_table(
+pub(crate) fn write_table(
     out: &mut impl Write,
     rows: &[(&String, &Function)],
     exit_lost: bool,

@@ -59,6 +59,39 @@ impl NarrowFlags {
         }
     }
 
+    /// Each pattern option with its patterns.
+    fn patterns(&self) -> [(&'static str, &Vec<String>); 4] {
+        [
+            ("-F", &self.filter),
+            ("-N", &self.notrace),
+            ("-H", &self.hide),
+            ("-C", &self.callers),
+        ]
+    }
+
+    /// The options as a command line would give them (`-F main -D 2`).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for (option, patterns) in self.patterns() {
+            for p in patterns {
+                args.extend([option.to_string(), p.clone()]);
+            }
+        }
+        if let Some(d) = self.depth {
+            args.extend(["-D".to_string(), d.to_string()]);
+        }
+        if let Some(t) = self.threshold {
+            args.extend(["-t".to_string(), format!("{t}ns")]);
+        }
+        if let Some(r) = self.range {
+            args.extend(["-r".to_string(), r.to_string()]);
+        }
+        if self.syntax == Match::Regex {
+            args.extend(["--match".to_string(), "regex".to_string()]);
+        }
+        args
+    }
+
     /// The options, each pattern checked (a bad one is an error naming it).
     pub fn narrowing(&self) -> anyhow::Result<Narrowing> {
         let syntax = self.syntax();
@@ -88,12 +121,7 @@ impl NarrowFlags {
         // Each process's names, made once (demangled on first use) for
         // every pattern.
         let mut all: Vec<(&Process, Names<'_>)> = Vec::new();
-        for (option, patterns) in [
-            ("-F", &self.filter),
-            ("-N", &self.notrace),
-            ("-H", &self.hide),
-            ("-C", &self.callers),
-        ] {
+        for (option, patterns) in self.patterns() {
             if patterns.is_empty() {
                 continue;
             }

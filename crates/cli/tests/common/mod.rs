@@ -16,6 +16,7 @@ pub mod real;
 pub mod scenarios;
 pub mod styles;
 pub mod tally;
+pub mod terminal;
 pub mod tracedata;
 
 use std::path::{Path, PathBuf};
