@@ -4,9 +4,7 @@
 //! the process began, the time since the thread's previous line, and the
 //! function's address.
 
-use std::io::{self, Write};
-
-use crate::units::{graph_duration, human, mark};
+use crate::units::{human, mark, push_decimal, push_graph_duration, push_spaces};
 
 /// One column (uftrace's field names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -92,44 +90,66 @@ impl Columns {
         self.fields.contains(&f)
     }
 
-    /// Writes everything before the `|` of a line; `paint` colours a
-    /// duration by its mark (the escapes before and after).
+    /// Appends everything before the `|` of a line to `out`; `paint`
+    /// colours a duration by its mark (the escapes before and after).
     pub fn write_prefix(
         &self,
-        out: &mut impl Write,
+        out: &mut String,
         c: &Cell,
         paint: impl Fn(char) -> (&'static str, &'static str),
-    ) -> io::Result<()> {
+    ) {
+        use std::fmt::Write;
         for &f in &self.fields {
             let (width, _) = self.title(f);
-            match f {
-                Field::Tid => write!(out, " {:>w$})", c.tid, w = self.tid_width)?,
+            // Writing to a String cannot fail.
+            let _ = match f {
+                Field::Tid => {
+                    out.push(' ');
+                    let digits = decimal_width(u64::from(c.tid));
+                    push_spaces(out, self.tid_width.saturating_sub(digits));
+                    push_decimal(out, u64::from(c.tid));
+                    out.push(')');
+                    Ok(())
+                }
                 Field::Duration => match c.dur {
-                    None => write!(out, "{:width$}", "")?,
+                    None => {
+                        push_spaces(out, width);
+                        Ok(())
+                    }
                     Some(ns) => {
                         let m = mark(ns);
                         let (on, off) = paint(m);
-                        write!(out, " {on}{m} {}{off}", graph_duration(ns))?;
+                        out.push(' ');
+                        out.push_str(on);
+                        out.push(m);
+                        out.push(' ');
+                        push_graph_duration(out, ns);
+                        out.push_str(off);
+                        Ok(())
                     }
                 },
                 Field::Time => {
                     let (s, ns) = (c.ns / 1_000_000_000, c.ns % 1_000_000_000);
-                    write!(out, "{:>w$}.{ns:09}", s, w = width - 10)?;
+                    write!(out, "{:>w$}.{ns:09}", s, w = width - 10)
                 }
-                Field::Elapsed => write!(out, "{:>width$}", human(c.elapsed_ns).trim())?,
+                Field::Elapsed => write!(out, "{:>width$}", human(c.elapsed_ns).trim()),
                 Field::Delta => match c.delta_ns {
-                    Some(d) => write!(out, "{:>width$}", human(d).trim())?,
-                    None => write!(out, "{:width$}", "")?,
+                    Some(d) => write!(out, "{:>width$}", human(d).trim()),
+                    None => write!(out, "{:width$}", ""),
                 },
                 Field::Addr => match c.addr {
-                    Some(a) => write!(out, "{a:>#width$x}")?,
-                    None => write!(out, "{:width$}", "")?,
+                    Some(a) => write!(out, "{a:>#width$x}"),
+                    None => write!(out, "{:width$}", ""),
                 },
-            }
+            };
         }
         if !self.fields.ends_with(&[Field::Duration]) {
-            out.write_all(b" ")?;
+            out.push(' ');
         }
-        Ok(())
     }
+}
+
+/// The digits of `n` in decimal.
+fn decimal_width(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |l| l as usize + 1)
 }

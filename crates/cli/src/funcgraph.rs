@@ -33,6 +33,7 @@ use crate::columns::{Cell, Columns, Field};
 use crate::merge::Merge;
 use crate::trace::Demangle;
 use crate::trace::Names;
+use crate::units::{push_decimal, push_spaces};
 
 /// How lines look, the same for every process.
 pub struct Style {
@@ -93,6 +94,10 @@ pub struct ProcessView<'s, 'p> {
     /// `--column-view`: each thread's column, in the order they first
     /// print.
     columns_of: HashMap<u32, usize>,
+    /// The line being made (one buffer for every line: no allocation).
+    buf: String,
+    /// The text of the line being made, after its indentation.
+    text: String,
 }
 
 impl<'s, 'p> ProcessView<'s, 'p> {
@@ -105,6 +110,8 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             columns: style.columns(),
             last_ns: HashMap::new(),
             columns_of: HashMap::new(),
+            buf: String::new(),
+            text: String::new(),
         }
     }
 
@@ -139,14 +146,15 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                 if leaf {
                     let exit = merge.take(i);
                     let end = exit.as_ref().map_or(ev.ns, |e| e.ns);
-                    let ret = returned(exit.as_ref().and_then(|e| e.values.as_deref()));
-                    let place = self.place(ev.fid);
-                    let text = format!(
-                        "{}{ret};{place}",
-                        called(self.names.shown(ev.fid), ev.values.as_deref())
-                    );
+                    let mut text = self.text_buffer();
+                    push_called(&mut text, self.names.shown(ev.fid), ev.values.as_deref());
+                    push_returned(&mut text, exit.as_ref().and_then(|e| e.values.as_deref()));
+                    text.push(';');
+                    self.push_place(&mut text, ev.fid);
                     let dur = Some(end.saturating_sub(ev.ns));
-                    return self.line(out, tid, ev.ns, Some(ev.fid), dur, level, &text);
+                    let written = self.line(out, tid, ev.ns, Some(ev.fid), dur, level, &text);
+                    self.text = text;
+                    return written;
                 }
                 let frame = Frame {
                     start_ns: ev.ns,
@@ -155,12 +163,13 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                 };
                 // A call nested too deep is left out (and counted).
                 if self.stacks[i].push(ev.fid, frame) {
-                    let place = self.place(ev.fid);
-                    let text = format!(
-                        "{} {{{place}",
-                        called(self.names.shown(ev.fid), ev.values.as_deref())
-                    );
-                    self.line(out, tid, ev.ns, Some(ev.fid), None, level, &text)?;
+                    let mut text = self.text_buffer();
+                    push_called(&mut text, self.names.shown(ev.fid), ev.values.as_deref());
+                    text.push_str(" {");
+                    self.push_place(&mut text, ev.fid);
+                    let written = self.line(out, tid, ev.ns, Some(ev.fid), None, level, &text);
+                    self.text = text;
+                    written?;
                 }
                 Ok(())
             }
@@ -170,7 +179,11 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                 let rel = ev.ns.saturating_sub(self.start_ns);
                 let stamp = format!("{}.{:06}", rel / 1_000_000_000, rel % 1_000_000_000 / 1000);
                 let name = match ev.values.as_deref() {
-                    Some(values) => called(self.names.shown(ev.fid), Some(values)),
+                    Some(values) => {
+                        let mut name = String::new();
+                        push_called(&mut name, self.names.shown(ev.fid), Some(values));
+                        name
+                    }
                     None => self.names.shown(ev.fid).to_string(),
                 };
                 let from = self.names.address(caller);
@@ -180,7 +193,9 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             EventKind::Call { dur_ns } => {
                 let start = ev.ns.saturating_sub(dur_ns);
                 let text = self.closing(ev.fid, false, ev.values.as_deref(), ev.values.is_some());
-                self.line(out, tid, start, Some(ev.fid), Some(dur_ns), level, &text)
+                let written = self.line(out, tid, start, Some(ev.fid), Some(dur_ns), level, &text);
+                self.text = text;
+                written
             }
             EventKind::Lost(n) => {
                 self.stacks[i].lose();
@@ -215,7 +230,9 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             let short = ev.values.is_some();
             let text = self.closing(ev.fid, unwound, ev.values.as_deref(), short);
             let level = self.level(i);
-            return self.line(out, tid, ev.ns, Some(ev.fid), None, level, &text);
+            let written = self.line(out, tid, ev.ns, Some(ev.fid), None, level, &text);
+            self.text = text;
+            return written;
         };
         while self.stacks[i].len() > pos {
             let exit_lost = self.stacks[i].top_spans_loss();
@@ -231,37 +248,52 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             let ret = if this { ev.values.as_deref() } else { None };
             let text = self.closing(fid, unwound || !this, ret, frame.short || ret.is_some());
             let dur = ev.ns.saturating_sub(frame.start_ns);
-            self.line(out, tid, ev.ns, Some(fid), Some(dur), frame.level - 1, &text)?;
+            let written = self.line(out, tid, ev.ns, Some(fid), Some(dur), frame.level - 1, &text);
+            self.text = text;
+            written?;
         }
         Ok(())
     }
 
+    /// The buffer a line's text is made in (given back to `self.text`
+    /// after the line: one allocation for all lines).
+    fn text_buffer(&mut self) -> String {
+        let mut text = std::mem::take(&mut self.text);
+        text.clear();
+        text
+    }
+
     /// ` /* FILE:LINE */` of function `fid` under `--srcline`, when known.
-    fn place(&self, fid: u32) -> String {
-        match self.style.srcline.then(|| self.names.srcline(fid)).flatten() {
-            Some(at) => format!(" /* {at} */"),
-            None => String::new(),
+    fn push_place(&self, text: &mut String, fid: u32) {
+        if let Some(at) = self.style.srcline.then(|| self.names.srcline(fid)).flatten() {
+            text.push_str(" /* ");
+            text.push_str(at);
+            text.push_str(" */");
         }
     }
 
     /// How a closing line names function `fid`: without its parameter
     /// list when its call was shown with values (`short`).
-    fn named(&mut self, fid: u32, short: bool) -> String {
+    fn named(&mut self, fid: u32, short: bool) -> &str {
         let name = self.names.shown(fid);
         if short {
-            without_params(name).to_string()
+            without_params(name)
         } else {
-            name.to_string()
+            name
         }
     }
 
+    /// A closing line's text, in the text buffer.
     fn closing(&mut self, fid: u32, unwound: bool, ret: Option<&[Value]>, short: bool) -> String {
-        let name = self.named(fid, short);
-        if unwound {
-            format!("}} /* {name} (unwound) */")
-        } else {
-            format!("}}{} /* {name} */", returned(ret))
+        let mut text = self.text_buffer();
+        text.push('}');
+        if !unwound {
+            push_returned(&mut text, ret);
         }
+        text.push_str(" /* ");
+        text.push_str(self.named(fid, short));
+        text.push_str(if unwound { " (unwound) */" } else { " */" });
+        text
     }
 
     /// Prints one line of thread `tid`: the columns (`-f`) of an event at
@@ -287,10 +319,6 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             None => 0,
         };
         let indent = level.min(MAX_INDENT) * 2 + column;
-        let depth = match level >= MAX_INDENT {
-            true => format!("[depth {level}] "),
-            false => String::new(),
-        };
         // Only what the columns show is looked up.
         let delta_ns = match self.columns.has(Field::Delta) {
             true => self.last_ns.insert(tid, ns).map(|last| ns.saturating_sub(last)),
@@ -309,27 +337,50 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             addr,
         };
         let color = self.style.color;
-        self.columns.write_prefix(out, &cell, |m| paint(color, m))?;
-        writeln!(out, "|  {:indent$}{depth}{text}", "")
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        self.columns.write_prefix(&mut buf, &cell, |m| paint(color, m));
+        buf.push_str("|  ");
+        push_spaces(&mut buf, indent);
+        if level >= MAX_INDENT {
+            buf.push_str("[depth ");
+            push_decimal(&mut buf, level as u64);
+            buf.push_str("] ");
+        }
+        buf.push_str(text);
+        buf.push('\n');
+        let written = out.write_all(buf.as_bytes());
+        self.buf = buf;
+        written
     }
 }
 
-/// A function as called: `name()`, or the demangled name as it is when it
-/// has its parameters (`ns::f(int)`); with recorded arguments, the name
-/// without its parameters and the values: `add(3, 4)`, `ns::f(7)`.
-fn called(name: &str, args: Option<&[Value]>) -> String {
+/// A function as called, appended to `out`: `name()`, or the demangled
+/// name as it is when it has its parameters (`ns::f(int)`); with recorded
+/// arguments, the name without its parameters and the values: `add(3,
+/// 4)`, `ns::f(7)`.
+fn push_called(out: &mut String, name: &str, args: Option<&[Value]>) {
     match args {
-        Some(values) => format!("{}({})", without_params(name), values::list(values)),
-        None if name.contains('(') => name.to_string(),
-        None => format!("{name}()"),
+        Some(values) => {
+            out.push_str(without_params(name));
+            out.push('(');
+            out.push_str(&values::list(values));
+            out.push(')');
+        }
+        None if name.contains('(') => out.push_str(name),
+        None => {
+            out.push_str(name);
+            out.push_str("()");
+        }
     }
 }
 
-/// ` = VALUE` for a recorded return value, else nothing.
-fn returned(ret: Option<&[Value]>) -> String {
-    match ret {
-        Some(values) if !values.is_empty() => format!(" = {}", values::list(values)),
-        _ => String::new(),
+/// ` = VALUE` for a recorded return value, appended to `out`; else
+/// nothing.
+fn push_returned(out: &mut String, ret: Option<&[Value]>) {
+    if let Some(values) = ret.filter(|v| !v.is_empty()) {
+        out.push_str(" = ");
+        out.push_str(&values::list(values));
     }
 }
 

@@ -5,34 +5,69 @@
 /// The kernel's duration marks (`trace_find_mark`): the symbol for a call
 /// longer than 1 s, 100 ms, 10 ms, 1 ms, 100 us, 10 us; else a space.
 pub fn mark(ns: u64) -> char {
-    const MARKS: [(u64, char); 6] = [
-        (1_000_000_000, '$'),
-        (100_000_000, '@'),
-        (10_000_000, '*'),
-        (1_000_000, '#'),
-        (100_000, '!'),
-        (10_000, '+'),
-    ];
-    MARKS
-        .iter()
-        .find(|&&(limit, _)| ns > limit)
-        .map_or(' ', |&(_, c)| c)
+    match ns {
+        1_000_000_001.. => '$',
+        100_000_001.. => '@',
+        10_000_001.. => '*',
+        1_000_001.. => '#',
+        100_001.. => '!',
+        10_001.. => '+',
+        _ => ' ',
+    }
 }
 
 /// A duration as function_graph prints it: microseconds with up to three
 /// decimals so that the number takes at most 8 characters, then ` us`,
 /// padded to 12 columns (`trace_print_graph_duration`).
-pub fn graph_duration(ns: u64) -> String {
-    let us = (ns / 1000).to_string();
-    let mut text = us.clone();
-    if us.len() < 7 {
-        let decimals = (7 - us.len()).min(3);
-        let rem = format!("{:03}", ns % 1000);
-        text.push('.');
-        text.push_str(&rem[..decimals]);
+/// Appended to `out`, with no allocation of its own (a replay line's hot
+/// path).
+pub fn push_graph_duration(out: &mut String, ns: u64) {
+    let start = out.len();
+    let us = ns / 1000;
+    push_decimal(out, us);
+    let digits = out.len() - start;
+    if digits < 7 {
+        let decimals = (7 - digits).min(3);
+        let rem = ns % 1000;
+        let rem = [
+            b'0' + (rem / 100) as u8,
+            b'0' + (rem / 10 % 10) as u8,
+            b'0' + (rem % 10) as u8,
+        ];
+        out.push('.');
+        for &d in &rem[..decimals] {
+            out.push(char::from(d));
+        }
     }
-    let pad = 8usize.saturating_sub(text.len());
-    format!("{text} us {:pad$}", "")
+    let pad = 8usize.saturating_sub(out.len() - start);
+    out.push_str(" us ");
+    push_spaces(out, pad);
+}
+
+/// `n` in decimal, appended to `out`.
+pub fn push_decimal(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // ASCII digits.
+    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or("?"));
+}
+
+/// `n` spaces, appended to `out`.
+pub fn push_spaces(out: &mut String, mut n: usize) {
+    const SPACES: &str = "                                                                ";
+    while n > 0 {
+        let k = n.min(SPACES.len());
+        out.push_str(&SPACES[..k]);
+        n -= k;
+    }
 }
 
 /// A duration as uftrace prints it in reports: `1.234 us`, `12.500 ms`,
@@ -58,6 +93,12 @@ pub fn human(ns: u64) -> String {
 mod tests {
     use super::*;
 
+    fn graph_duration(ns: u64) -> String {
+        let mut text = String::new();
+        push_graph_duration(&mut text, ns);
+        text
+    }
+
     #[test]
     fn kernel_durations() {
         assert_eq!(graph_duration(190), "0.190 us    ");
@@ -66,6 +107,12 @@ mod tests {
         assert_eq!(graph_duration(12_345_678), "12345.67 us ");
         assert_eq!(graph_duration(123_456_789), "123456.7 us ");
         assert_eq!(graph_duration(1_234_567_890), "1234567 us  ");
+        assert_eq!(graph_duration(0), "0.000 us    ");
+        assert_eq!(graph_duration(u64::MAX), "18446744073709551 us ");
+        let mut s = String::from("x");
+        push_decimal(&mut s, 0);
+        push_decimal(&mut s, 1_000_203);
+        assert_eq!(s, "x01000203");
         assert_eq!(mark(10_000), ' ');
         assert_eq!(mark(10_001), '+');
         assert_eq!(mark(100_001), '!');
