@@ -80,6 +80,15 @@ fn executable(path: &Path) -> Option<bool> {
 /// next to the `fntrace` executable, in its `deps/` directory (cargo's
 /// layout), or in `../lib/fntrace/` (an installed layout).
 pub fn find_runtime() -> anyhow::Result<PathBuf> {
+    // The runtime (its trampolines, trap handler and fast paths) exists
+    // for x86-64 only: elsewhere fntrace reads traces and lists sites.
+    if !cfg!(target_arch = "x86_64") {
+        anyhow::bail!(
+            "recording is not implemented on {} yet (the runtime is x86-64 only): this fntrace \
+             reads traces recorded elsewhere and lists sites",
+            env::consts::ARCH
+        );
+    }
     if let Some(path) = env::var_os(settings::RUNTIME).filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);
         if !path.is_file() {

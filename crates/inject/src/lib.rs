@@ -67,6 +67,10 @@
 
 mod procfs;
 pub use procfs::{alive, machine, maps, target_file, FileId, Mapping};
+#[cfg(target_arch = "x86_64")]
+mod tracee;
+#[cfg(not(target_arch = "x86_64"))]
+#[path = "unsupported.rs"]
 mod tracee;
 
 #[cfg(test)]
@@ -101,6 +105,12 @@ pub struct Injection {
 /// Why an injection failed; the Display text is one line, for `fntrace: error: ...`.
 #[derive(Debug, thiserror::Error)]
 pub enum InjectError {
+    /// fntrace runs on a machine whose injection is not implemented.
+    #[error(
+        "fntrace attach is not implemented on {arch} (x86-64 only): start the program \
+         under fntrace record instead"
+    )]
+    Architecture { arch: &'static str },
     /// `/proc/PID` does not exist.
     #[error("no process with PID {pid}")]
     NoProcess { pid: i32 },
@@ -192,8 +202,19 @@ fn scope_text(ptrace_scope: &Option<String>) -> String {
 /// it: it exists, runs, is not fntrace or traced, is an x86-64 program with
 /// glibc's `dlopen` mapped.
 pub fn check(pid: i32) -> Result<(), InjectError> {
+    supported()?;
     procfs::check_process(pid)?;
     procfs::find_loader(pid).map(drop)
+}
+
+/// Whether this machine's injection is implemented (x86-64 only).
+fn supported() -> Result<(), InjectError> {
+    match cfg!(target_arch = "x86_64") {
+        true => Ok(()),
+        false => Err(InjectError::Architecture {
+            arch: std::env::consts::ARCH,
+        }),
+    }
 }
 
 /// Why `/proc/PID/...` could not be read: the permission error, explained.
@@ -250,6 +271,7 @@ pub fn inject_with(
     if arg.as_bytes().contains(&0) {
         return Err(InjectError::NulByte { what: "argument" });
     }
+    supported()?;
     procfs::check_process(pid)?;
     let lib = LibraryFile::read(library, symbol)?;
     let loader = procfs::find_loader(pid)?;

@@ -8,6 +8,7 @@
 pub mod attach;
 pub mod check;
 pub mod counts;
+pub mod foreign;
 pub mod functions;
 pub mod objects;
 pub mod procs;
