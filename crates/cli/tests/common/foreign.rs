@@ -68,7 +68,7 @@ pub fn fntrace_for(m: &'static Machine) -> Result<PathBuf, String> {
                 .env_remove("RUSTUP_TOOLCHAIN")
                 .env_remove("CARGO")
                 .args([
-                    "build", "--quiet", "-p", "fntrace", "--bin", "fntrace", "--target", m.target,
+                    "build", "--quiet", "--locked", "-p", "fntrace", "--bin", "fntrace", "--target", m.target,
                 ])
                 .arg("--config")
                 .arg(format!("target.{}.linker=\"{}\"", m.target, m.linker));
