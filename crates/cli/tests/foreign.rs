@@ -1,10 +1,11 @@
 //! One trace format for every machine (#22 item 3), and honest limits
-//! (item 4): fntrace built for AArch64 (Debian's Rust, `docs/CROSS.md`) and
-//! run under qemu-user reads recordings made on x86-64 exactly as the
-//! native fntrace does — every reader and export, byte for byte — and
-//! lists an AArch64 binary's sites as the native one lists them. Where it
-//! cannot yet do something (record: the runtime is x86-64 only; attach),
-//! it says so in one line.
+//! (item 4): fntrace built for AArch64 (64-bit, little-endian) and for
+//! MIPS (32-bit, big-endian) with Debian's Rust (`docs/CROSS.md`), run
+//! under qemu-user, reads recordings made on x86-64 exactly as the native
+//! fntrace does — every reader and export, byte for byte — and lists its
+//! own machine's binaries as the native one lists them. Where it cannot
+//! yet do something (record: the runtime is x86-64 only; attach), it says
+//! so in one line.
 
 mod common;
 
@@ -12,7 +13,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use common::foreign::{self, Machine, AARCH64};
+use common::foreign::{self, Machine, AARCH64, MIPS};
 use common::procs::{run, runtime, text};
 use common::styles::Style;
 use common::tracedata::dropped_in_a_loop;
@@ -95,15 +96,24 @@ fn same(what: &str, native: &Output, foreign: &Output) -> Option<String> {
     None
 }
 
-/// Every reader of the AArch64 fntrace gives, on x86-64 recordings, the
-/// bytes the native one gives: a program's call tree, threads, recorded
-/// argument values (`DATA` payloads), and a recording that lost events.
 #[test]
 fn aarch64_fntrace_reads_x86_64_traces_alike() {
-    let Some(fntrace_a64) = foreign_fntrace("aarch64_fntrace_reads_x86_64_traces_alike", &AARCH64) else {
+    reads_x86_64_traces_alike("aarch64_fntrace_reads_x86_64_traces_alike", &AARCH64);
+}
+
+#[test]
+fn mips_fntrace_reads_x86_64_traces_alike() {
+    reads_x86_64_traces_alike("mips_fntrace_reads_x86_64_traces_alike", &MIPS);
+}
+
+/// Every reader of the foreign fntrace gives, on x86-64 recordings, the
+/// bytes the native one gives: a program's call tree, threads, recorded
+/// argument values (`DATA` payloads), and a recording that lost events.
+fn reads_x86_64_traces_alike(test: &str, m: &'static Machine) {
+    let Some(foreign_exe) = foreign_fntrace(test, m) else {
         return;
     };
-    let work = Work::new("foreign-read");
+    let work = Work::new(&format!("foreign-read-{}", m.arch));
     let mut dirs = Vec::new();
     dirs.extend(record(&work, "filters", "e2e/filters.c", &[], &["--no-libcall"]));
     dirs.extend(record(&work, "threads", "e2e/threads.c", &["-pthread"], &[]));
@@ -122,7 +132,7 @@ fn aarch64_fntrace_reads_x86_64_traces_alike() {
             args.push(dir);
             let native = run(fntrace().args(&args).current_dir(&work.dir), READ);
             let foreign = run(
-                foreign::command(&AARCH64, &fntrace_a64)
+                foreign::command(m, &foreign_exe)
                     .args(&args)
                     .current_dir(&work.dir),
                 READ,
@@ -142,18 +152,28 @@ fn aarch64_fntrace_reads_x86_64_traces_alike() {
 /// `-fpatchable-function-entry=2` and `-pg`) as the native one does.
 #[test]
 fn aarch64_fntrace_lists_as_native() {
-    let Some(fntrace_a64) = foreign_fntrace("aarch64_fntrace_lists_as_native", &AARCH64) else {
+    let forms: &[(&str, &[&str])] = &[("patchable", &["-fpatchable-function-entry=2"]), ("pg", &["-pg"])];
+    lists_as_native("aarch64_fntrace_lists_as_native", &AARCH64, forms);
+}
+
+/// The MIPS fntrace lists a MIPS binary's `-pg` sites (non-PIC `jal
+/// _mcount`, and the PIC `jalr t9` form) as the native one does.
+#[test]
+fn mips_fntrace_lists_as_native() {
+    let forms: &[(&str, &[&str])] = &[("pg", &["-pg", "-fno-pic", "-no-pie"]), ("pg-pic", &["-pg"])];
+    lists_as_native("mips_fntrace_lists_as_native", &MIPS, forms);
+}
+
+fn lists_as_native(test: &str, m: &'static Machine, forms: &[(&str, &[&str])]) {
+    let Some(foreign_exe) = foreign_fntrace(test, m) else {
         return;
     };
-    let work = Work::new("foreign-list");
+    let work = Work::new(&format!("foreign-list-{}", m.arch));
     let source = programs().join("e2e/filters.c");
     let mut problems = Vec::new();
-    for (name, flags) in [
-        ("patchable", &["-fpatchable-function-entry=2"][..]),
-        ("pg", &["-pg"][..]),
-    ] {
+    for &(name, flags) in forms {
         let exe = work.path(name);
-        let mut cmd = std::process::Command::new("aarch64-linux-gnu-gcc");
+        let mut cmd = std::process::Command::new(m.linker);
         cmd.args(flags).arg("-O1").arg(&source).arg("-o").arg(&exe);
         let built = run(&mut cmd, READ);
         assert!(built.status.success(), "{cmd:?}: {}", text(&built.stderr));
@@ -162,35 +182,40 @@ fn aarch64_fntrace_lists_as_native() {
             all.push(exe.to_str().unwrap());
             let native = run(fntrace().args(&all), READ);
             assert!(native.status.success(), "{all:?}: {}", text(&native.stderr));
-            let foreign = run(foreign::command(&AARCH64, &fntrace_a64).args(&all), READ);
+            let foreign = run(foreign::command(m, &foreign_exe).args(&all), READ);
             problems.extend(same(&format!("{} of {name}", args.join(" ")), &native, &foreign));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-/// What the AArch64 fntrace cannot do yet, it says in one line, exit 1:
-/// recording (the runtime is x86-64 only) and attaching (injection is).
 #[test]
 fn aarch64_fntrace_says_what_it_cannot_do() {
-    let Some(fntrace_a64) = foreign_fntrace("aarch64_fntrace_says_what_it_cannot_do", &AARCH64) else {
+    says_what_it_cannot_do("aarch64_fntrace_says_what_it_cannot_do", &AARCH64);
+}
+
+#[test]
+fn mips_fntrace_says_what_it_cannot_do() {
+    says_what_it_cannot_do("mips_fntrace_says_what_it_cannot_do", &MIPS);
+}
+
+/// What the foreign fntrace cannot do yet, it says in one line, exit 1:
+/// recording (the runtime is x86-64 only) and attaching (injection is).
+fn says_what_it_cannot_do(test: &str, m: &'static Machine) {
+    let Some(foreign_exe) = foreign_fntrace(test, m) else {
         return;
     };
-    let work = Work::new("foreign-limits");
+    let work = Work::new(&format!("foreign-limits-{}", m.arch));
     let data = work.path("x.data").display().to_string();
+    let recording = format!("recording is not implemented on {}", m.arch);
+    let attach = format!("fntrace attach is not implemented on {}", m.arch);
     let cases: [(&[&str], &str); 3] = [
-        (
-            &["record", "-o", &data, "--", "/bin/true"],
-            "recording is not implemented on aarch64",
-        ),
-        (
-            &["live", "--", "/bin/true"],
-            "recording is not implemented on aarch64",
-        ),
-        (&["attach", "1"], "fntrace attach is not implemented on aarch64"),
+        (&["record", "-o", &data, "--", "/bin/true"], &recording),
+        (&["live", "--", "/bin/true"], &recording),
+        (&["attach", "1"], &attach),
     ];
     for (args, said) in cases {
-        let out = run(foreign::command(&AARCH64, &fntrace_a64).args(args), READ);
+        let out = run(foreign::command(m, &foreign_exe).args(args), READ);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");

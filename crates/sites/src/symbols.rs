@@ -171,7 +171,7 @@ impl<'d> Packed<'d> for Compact {
         let at = (s.name.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
         let end = at.checked_add(s.name.len())?;
         let inside = data.get(at..end).map(<[u8]>::as_ptr) == Some(s.name.as_ptr());
-        let fits = s.index < 1 << 30 && s.rank < 4 && at < 1 << 39 && s.name.len() < 1 << 24;
+        let fits = s.index < 1 << 30 && s.rank < 4 && (at as u64) < 1 << 39 && s.name.len() < 1 << 24;
         (inside && fits).then(|| {
             Compact([
                 u64::from(section) << 32 | s.address >> 32,

@@ -6,8 +6,9 @@
 
 use std::fs::File;
 use std::io::{self, IsTerminal, Read};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+// A mutex, not an AtomicU64: 32-bit MIPS has no 64-bit atomics. It is
+// taken once per read of a file's buffer.
+use std::sync::{Arc, Mutex};
 
 use crate::narrow::{Narrowed, Narrowing};
 use fntrace_format::layout;
@@ -21,7 +22,7 @@ const EVERY: u64 = 1 << 16;
 /// they have been read.
 pub struct Progress {
     bar: Option<ProgressBar>,
-    read: Arc<AtomicU64>,
+    read: Arc<Mutex<u64>>,
     narrowing: Narrowing,
 }
 
@@ -49,7 +50,7 @@ impl Progress {
         });
         Progress {
             bar,
-            read: Arc::new(AtomicU64::new(0)),
+            read: Arc::new(Mutex::new(0)),
             narrowing,
         }
     }
@@ -79,7 +80,7 @@ impl Progress {
     /// Moves the bar to the bytes read so far.
     pub fn update(&self) {
         if let Some(bar) = &self.bar {
-            bar.set_position(self.read.load(Ordering::Relaxed));
+            bar.set_position(*self.read.lock().unwrap_or_else(|e| e.into_inner()));
         }
     }
 
@@ -105,13 +106,13 @@ fn file_size(process: &Process, tid: u32) -> u64 {
 /// A reader that adds the bytes it reads to a shared counter.
 struct Counted {
     inner: File,
-    read: Arc<AtomicU64>,
+    read: Arc<Mutex<u64>>,
 }
 
 impl Read for Counted {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        *self.read.lock().unwrap_or_else(|e| e.into_inner()) += n as u64;
         Ok(n)
     }
 }

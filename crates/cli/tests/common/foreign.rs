@@ -1,11 +1,13 @@
 //! fntrace built for another machine (`docs/CROSS.md`): Debian's own
 //! Rust (`rustc-web`, `/usr/bin/cargo`) with that machine's prebuilt
-//! standard library, the cross gcc as linker; run under qemu-user with the
-//! machine's multiarch libc (no binfmt needed: qemu is named).
+//! standard library (AArch64) or one built from Debian's `rust-web-src`
+//! (`-Zbuild-std`: MIPS), the cross gcc as linker; run under qemu-user with
+//! the machine's libc (no binfmt needed: qemu is named).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use super::procs::{self, have, text};
@@ -13,17 +15,40 @@ use super::procs::{self, have, text};
 /// A machine fntrace is built for here: its Rust target, its cross
 /// linker, its qemu-user, and where its multiarch libc's loader lives.
 pub struct Machine {
+    /// `std::env::consts::ARCH` there.
+    pub arch: &'static str,
     pub target: &'static str,
     pub linker: &'static str,
     pub qemu: &'static str,
+    /// The dynamic loader its programs name.
     pub loader: &'static str,
+    /// Where qemu finds that loader and libc (`-L`): none for multiarch.
+    pub sysroot: Option<&'static str>,
+    /// Debian ships no prebuilt standard library for it: built from source.
+    pub build_std: bool,
 }
 
+/// 64-bit little-endian, prebuilt std, arm64 multiarch libc.
 pub const AARCH64: Machine = Machine {
+    arch: "aarch64",
     target: "aarch64-unknown-linux-gnu",
     linker: "aarch64-linux-gnu-gcc",
     qemu: "qemu-aarch64",
     loader: "/lib/ld-linux-aarch64.so.1",
+    sysroot: None,
+    build_std: false,
+};
+
+/// 32-bit big-endian (o32): Debian 12 has no multiarch libc for it, the
+/// cross compiler's sysroot serves.
+pub const MIPS: Machine = Machine {
+    arch: "mips",
+    target: "mips-unknown-linux-gnu",
+    linker: "mips-linux-gnu-gcc",
+    qemu: "qemu-mips",
+    loader: "/usr/mips-linux-gnu/lib/ld.so.1",
+    sysroot: Some("/usr/mips-linux-gnu"),
+    build_std: true,
 };
 
 /// How long the build may take (a clean one is minutes on 2 cores).
@@ -31,13 +56,20 @@ const BUILD: Duration = Duration::from_secs(1800);
 
 /// What is missing to build and run fntrace for `m`, if anything.
 fn missing(m: &Machine) -> Option<String> {
-    let std_lib = Path::new("/usr/lib/rustlib").join(m.target);
+    let std_lib = match m.build_std {
+        true => PathBuf::from("/usr/lib/rustlib/src/rust/library"),
+        false => Path::new("/usr/lib/rustlib").join(m.target),
+    };
     let tools = [("/usr/bin/cargo", "cargo-web"), ("/usr/bin/rustc", "rustc-web")];
     if let Some((_, package)) = tools.iter().find(|(p, _)| !Path::new(p).exists()) {
         return Some(format!("Debian's Rust ({package}) is not installed"));
     }
     if !std_lib.exists() {
-        return Some(format!("the {} standard library is not installed", m.target));
+        return Some(format!(
+            "the {} standard library is not installed ({})",
+            m.target,
+            std_lib.display()
+        ));
     }
     for tool in [m.linker, m.qemu] {
         if !have(tool) {
@@ -53,40 +85,51 @@ fn missing(m: &Machine) -> Option<String> {
 /// fntrace built for `m` (once per test binary), or why not (the caller
 /// skips, and under `CI` fails).
 pub fn fntrace_for(m: &'static Machine) -> Result<PathBuf, String> {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            if let Some(why) = missing(m) {
-                return Err(why);
-            }
-            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-            let target_dir = root.join("target/cross");
-            let mut cmd = Command::new("/usr/bin/cargo");
-            cmd.current_dir(&root)
-                .env("RUSTC", "/usr/bin/rustc")
-                .env("CARGO_TARGET_DIR", &target_dir)
-                .env_remove("RUSTUP_TOOLCHAIN")
-                .env_remove("CARGO")
-                .args([
-                    "build", "--quiet", "--locked", "-p", "fntrace", "--bin", "fntrace", "--target", m.target,
-                ])
-                .arg("--config")
-                .arg(format!("target.{}.linker=\"{}\"", m.target, m.linker));
-            let out = procs::run(&mut cmd, BUILD);
-            assert!(
-                out.status.success(),
-                "building fntrace for {}: {}",
-                m.target,
-                text(&out.stderr)
-            );
-            Ok(target_dir.join(m.target).join("debug/fntrace"))
-        })
-        .clone()
+    static BUILT: OnceLock<Mutex<HashMap<&'static str, Result<PathBuf, String>>>> = OnceLock::new();
+    let mut built = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    built.entry(m.target).or_insert_with(|| build(m)).clone()
+}
+
+fn build(m: &Machine) -> Result<PathBuf, String> {
+    if let Some(why) = missing(m) {
+        return Err(why);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target_dir = root.join("target/cross");
+    let mut cmd = Command::new("/usr/bin/cargo");
+    cmd.current_dir(&root)
+        .env("RUSTC", "/usr/bin/rustc")
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("CARGO")
+        .args([
+            "build", "--quiet", "--locked", "-p", "fntrace", "--bin", "fntrace",
+        ])
+        .args(["--target", m.target])
+        .arg("--config")
+        .arg(format!("target.{}.linker=\"{}\"", m.target, m.linker));
+    if m.build_std {
+        cmd.env("RUSTC_BOOTSTRAP", "1").arg("-Zbuild-std=std,panic_abort");
+    }
+    let out = procs::run(&mut cmd, BUILD);
+    assert!(
+        out.status.success(),
+        "building fntrace for {}: {}",
+        m.target,
+        text(&out.stderr)
+    );
+    Ok(target_dir.join(m.target).join("debug/fntrace"))
 }
 
 /// `fntrace ARGS` of machine `m`, under its qemu.
 pub fn command(m: &Machine, fntrace: &Path) -> Command {
     let mut cmd = Command::new(m.qemu);
+    if let Some(root) = m.sysroot {
+        cmd.args(["-L", root]);
+    }
     cmd.arg(fntrace);
     cmd
 }
