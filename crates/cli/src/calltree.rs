@@ -36,6 +36,11 @@ use crate::narrow::{Narrowed, Narrowing};
 use crate::trace::{self, Demangle, Name, Names};
 use crate::units::human;
 
+/// The line above a graph.
+pub const GRAPH_BANNER: &str = "========== FUNCTION CALL GRAPH ==========";
+/// The column titles of a graph.
+pub const GRAPH_TITLE: &str = "# TOTAL TIME   FUNCTION";
+
 /// How the function to graph is chosen.
 #[derive(Clone, Copy)]
 pub enum Selector<'a> {
@@ -410,8 +415,8 @@ impl CallTree {
         for line in self.backtrace_lines() {
             writeln!(out, "{line}")?;
         }
-        writeln!(out, "========== FUNCTION CALL GRAPH ==========")?;
-        writeln!(out, "# TOTAL TIME   FUNCTION")?;
+        writeln!(out, "{GRAPH_BANNER}")?;
+        writeln!(out, "{GRAPH_TITLE}")?;
         for (i, &root) in self.roots.iter().enumerate() {
             if i > 0 {
                 writeln!(out)?;

@@ -152,9 +152,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                     text.push(';');
                     self.push_place(&mut text, ev.fid);
                     let dur = Some(end.saturating_sub(ev.ns));
-                    let written = self.line(out, tid, ev.ns, Some(ev.fid), dur, level, &text);
-                    self.text = text;
-                    return written;
+                    return self.line(out, tid, ev.ns, Some(ev.fid), dur, level, text);
                 }
                 let frame = Frame {
                     start_ns: ev.ns,
@@ -167,9 +165,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                     push_called(&mut text, self.names.shown(ev.fid), ev.values.as_deref());
                     text.push_str(" {");
                     self.push_place(&mut text, ev.fid);
-                    let written = self.line(out, tid, ev.ns, Some(ev.fid), None, level, &text);
-                    self.text = text;
-                    written?;
+                    self.line(out, tid, ev.ns, Some(ev.fid), None, level, text)?;
                 }
                 Ok(())
             }
@@ -193,9 +189,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             EventKind::Call { dur_ns } => {
                 let start = ev.ns.saturating_sub(dur_ns);
                 let text = self.closing(ev.fid, false, ev.values.as_deref(), ev.values.is_some());
-                let written = self.line(out, tid, start, Some(ev.fid), Some(dur_ns), level, &text);
-                self.text = text;
-                written
+                self.line(out, tid, start, Some(ev.fid), Some(dur_ns), level, text)
             }
             EventKind::Lost(n) => {
                 self.stacks[i].lose();
@@ -209,7 +203,8 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                 writeln!(out, " {tid:>w$}) {on}{what}{off}")
             }
             EventKind::Mark(on) => {
-                let text = if on { "/* trace_on */" } else { "/* trace_off */" };
+                let mut text = self.text_buffer();
+                text.push_str(if on { "/* trace_on */" } else { "/* trace_off */" });
                 self.line(out, tid, ev.ns, None, None, level, text)
             }
         }
@@ -230,9 +225,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             let short = ev.values.is_some();
             let text = self.closing(ev.fid, unwound, ev.values.as_deref(), short);
             let level = self.level(i);
-            let written = self.line(out, tid, ev.ns, Some(ev.fid), None, level, &text);
-            self.text = text;
-            return written;
+            return self.line(out, tid, ev.ns, Some(ev.fid), None, level, text);
         };
         while self.stacks[i].len() > pos {
             let exit_lost = self.stacks[i].top_spans_loss();
@@ -240,23 +233,24 @@ impl<'s, 'p> ProcessView<'s, 'p> {
                 break;
             };
             if exit_lost {
-                let text = format!("}} /* {} (exit lost) */", self.named(fid, frame.short));
-                self.line(out, tid, ev.ns, Some(fid), None, frame.level - 1, &text)?;
+                let mut text = self.text_buffer();
+                text.push_str("} /* ");
+                text.push_str(self.named(fid, frame.short));
+                text.push_str(" (exit lost) */");
+                self.line(out, tid, ev.ns, Some(fid), None, frame.level - 1, text)?;
                 continue;
             }
             let this = self.stacks[i].len() == pos;
             let ret = if this { ev.values.as_deref() } else { None };
             let text = self.closing(fid, unwound || !this, ret, frame.short || ret.is_some());
             let dur = ev.ns.saturating_sub(frame.start_ns);
-            let written = self.line(out, tid, ev.ns, Some(fid), Some(dur), frame.level - 1, &text);
-            self.text = text;
-            written?;
+            self.line(out, tid, ev.ns, Some(fid), Some(dur), frame.level - 1, text)?;
         }
         Ok(())
     }
 
-    /// The buffer a line's text is made in (given back to `self.text`
-    /// after the line: one allocation for all lines).
+    /// The buffer a line's text is made in ([`ProcessView::line`] gives it
+    /// back: one allocation for all lines).
     fn text_buffer(&mut self) -> String {
         let mut text = std::mem::take(&mut self.text);
         text.clear();
@@ -299,7 +293,8 @@ impl<'s, 'p> ProcessView<'s, 'p> {
     /// Prints one line of thread `tid`: the columns (`-f`) of an event at
     /// `ns` (a call's start for its opening line and a leaf, its end for
     /// a closing line) of function `fid`, with duration `dur`, then `text`
-    /// indented to `level`.
+    /// (made in [`ProcessView::text_buffer`], given back to it) indented
+    /// to `level`.
     #[allow(clippy::too_many_arguments)]
     fn line(
         &mut self,
@@ -309,7 +304,7 @@ impl<'s, 'p> ProcessView<'s, 'p> {
         fid: Option<u32>,
         dur: Option<u64>,
         level: usize,
-        text: &str,
+        text: String,
     ) -> io::Result<()> {
         let column = match self.style.column {
             Some(offset) => {
@@ -347,10 +342,11 @@ impl<'s, 'p> ProcessView<'s, 'p> {
             push_decimal(&mut buf, level as u64);
             buf.push_str("] ");
         }
-        buf.push_str(text);
+        buf.push_str(&text);
         buf.push('\n');
         let written = out.write_all(buf.as_bytes());
         self.buf = buf;
+        self.text = text;
         written
     }
 }

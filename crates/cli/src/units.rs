@@ -23,41 +23,49 @@ pub fn mark(ns: u64) -> char {
 /// path).
 pub fn push_graph_duration(out: &mut String, ns: u64) {
     let start = out.len();
-    let us = ns / 1000;
-    push_decimal(out, us);
+    push_decimal(out, ns / 1000);
     let digits = out.len() - start;
     if digits < 7 {
         let decimals = (7 - digits).min(3);
-        let rem = ns % 1000;
-        let rem = [
-            b'0' + (rem / 100) as u8,
-            b'0' + (rem / 10 % 10) as u8,
-            b'0' + (rem % 10) as u8,
-        ];
         out.push('.');
-        for &d in &rem[..decimals] {
-            out.push(char::from(d));
-        }
+        let digits = thousandths(ns);
+        out.push_str(std::str::from_utf8(&digits[..decimals]).unwrap_or(""));
     }
     let pad = 8usize.saturating_sub(out.len() - start);
     out.push_str(" us ");
     push_spaces(out, pad);
 }
 
-/// `n` in decimal, appended to `out`.
-pub fn push_decimal(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
+/// The ASCII digits of `n` in decimal, written into `buf`.
+pub fn decimal(n: u64, buf: &mut [u8; 20]) -> &str {
+    let mut n = n;
+    let mut at = buf.len();
     loop {
         at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
+        buf[at] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
             break;
         }
     }
-    // ASCII digits.
-    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or("?"));
+    // Only ASCII digits were written.
+    std::str::from_utf8(&buf[at..]).unwrap_or("?")
+}
+
+/// `n` in decimal, appended to `out`.
+pub fn push_decimal(out: &mut String, n: u64) {
+    out.push_str(decimal(n, &mut [0; 20]));
+}
+
+/// The three ASCII digits of `n % 1000` (the decimals of a time in the
+/// unit above), zero-padded: `b"007"`.
+pub fn thousandths(n: u64) -> [u8; 3] {
+    let n = n % 1000;
+    [
+        b'0' + (n / 100) as u8,
+        b'0' + (n / 10 % 10) as u8,
+        b'0' + (n % 10) as u8,
+    ]
 }
 
 /// `n` spaces, appended to `out`.

@@ -59,6 +59,7 @@ use serde_json::json;
 use super::progress::Progress;
 use crate::losses;
 use crate::trace::{command_line, utc, Names};
+use crate::units;
 use fntrace_format::read::Losses;
 
 /// What was written.
@@ -455,29 +456,11 @@ impl Line {
             let text = t.to_string();
             return self.text(&text);
         };
-        self.digits(ns / 1000);
-        let frac = ns % 1000;
-        self.0.extend_from_slice(&[
-            b'.',
-            b'0' + (frac / 100) as u8,
-            b'0' + (frac / 10 % 10) as u8,
-            b'0' + (frac % 10) as u8,
-        ]);
+        self.0
+            .extend_from_slice(units::decimal(ns / 1000, &mut [0; 20]).as_bytes());
+        self.0.push(b'.');
+        self.0.extend_from_slice(&units::thousandths(ns));
         self
-    }
-
-    fn digits(&mut self, mut n: u64) {
-        let mut buf = [0u8; 20];
-        let mut at = buf.len();
-        loop {
-            at -= 1;
-            buf[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        self.0.extend_from_slice(&buf[at..]);
     }
 }
 

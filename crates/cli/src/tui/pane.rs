@@ -25,6 +25,15 @@ impl Row {
     }
 }
 
+/// The positions of `0..n` after `start` (`forward`) or before it, each
+/// once, going round: where a search looks, `start` itself last.
+pub fn circular(start: usize, n: usize, forward: bool) -> impl Iterator<Item = usize> {
+    (1..=n).map(move |i| match forward {
+        true => (start + i) % n,
+        false => (start + n - i % n) % n,
+    })
+}
+
 /// Rows under a cursor.
 #[derive(Default)]
 pub struct Pane {
@@ -112,5 +121,17 @@ impl Pane {
             });
         }
         frame.render_widget(Paragraph::new(lines).scroll((0, self.shift)), area);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::circular;
+
+    #[test]
+    fn searches_go_round_once() {
+        assert_eq!(circular(1, 4, true).collect::<Vec<_>>(), [2, 3, 0, 1]);
+        assert_eq!(circular(1, 4, false).collect::<Vec<_>>(), [0, 3, 2, 1]);
+        assert_eq!(circular(0, 0, true).count(), 0);
     }
 }

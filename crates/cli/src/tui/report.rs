@@ -4,7 +4,7 @@
 use crate::cmd::report::{self, Sort};
 use crate::stats::Stats;
 
-use super::pane::{Pane, Row};
+use super::pane::{circular, Pane, Row};
 
 /// The keys `s` steps through, in order.
 const KEYS: [Sort; 7] = [
@@ -92,14 +92,7 @@ impl ReportView {
     /// The next row after the cursor (`forward`) or before it whose
     /// function `matches`.
     pub fn find(&mut self, matches: &dyn Fn(&str) -> bool, forward: bool) -> bool {
-        let n = self.names.len();
-        let start = self.pane.cursor;
-        let hit = (1..=n)
-            .map(|i| match forward {
-                true => (start + i) % n,
-                false => (start + n - i % n) % n,
-            })
-            .find(|&i| matches(&self.names[i]));
+        let hit = circular(self.pane.cursor, self.names.len(), forward).find(|&i| matches(&self.names[i]));
         match hit {
             Some(i) => {
                 self.pane.cursor = i;

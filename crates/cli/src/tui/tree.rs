@@ -5,9 +5,9 @@
 
 use rustc_hash::FxHashSet;
 
-use crate::calltree::{CallTree, Line};
+use crate::calltree::{CallTree, Line, GRAPH_BANNER, GRAPH_TITLE};
 
-use super::pane::{Pane, Row};
+use super::pane::{circular, Pane, Row};
 
 /// A call graph, some of its nodes folded.
 pub struct TreeView {
@@ -20,9 +20,6 @@ pub struct TreeView {
     parents: Vec<Option<u32>>,
     pub pane: Pane,
 }
-
-/// The column titles of a graph (as `graph` prints them).
-const TITLE: &str = "# TOTAL TIME   FUNCTION";
 
 impl TreeView {
     pub fn new(tree: CallTree) -> TreeView {
@@ -40,10 +37,10 @@ impl TreeView {
         // A function's graph: its backtraces scroll with it.
         let mut preamble = tree.backtrace_lines();
         let header = match preamble.is_empty() {
-            true => vec![TITLE.to_string()],
+            true => vec![GRAPH_TITLE.to_string()],
             false => {
-                preamble.push("========== FUNCTION CALL GRAPH ==========".to_string());
-                preamble.push(TITLE.to_string());
+                preamble.push(GRAPH_BANNER.to_string());
+                preamble.push(GRAPH_TITLE.to_string());
                 Vec::new()
             }
         };
@@ -181,24 +178,20 @@ impl TreeView {
     /// `matches`, folded or not, in the graph's order; unfolds the way to
     /// it and puts the cursor on it.
     pub fn find(&mut self, matches: &dyn Fn(&str) -> bool, forward: bool) -> bool {
+        // Every node in the graph's order (depth first, callees earliest
+        // first), folded or not.
+        let tree = &self.tree;
         let mut order = Vec::new();
-        for &root in self.tree.roots() {
-            let _ = self.tree.walk::<()>(root, &|_| false, &mut |line| {
-                if let Line::Node { id, .. } = line {
-                    order.push(id);
-                }
-                Ok(())
-            });
+        let mut todo: Vec<u32> = tree.roots().iter().rev().copied().collect();
+        while let Some(id) = todo.pop() {
+            order.push(id);
+            todo.extend(tree.children(id).iter().rev());
         }
         let at = self.pane.key().and_then(|k| order.iter().position(|&id| id == k));
-        let n = order.len();
-        let start = at.unwrap_or(if forward { n.saturating_sub(1) } else { 0 });
-        let hit = (1..=n)
-            .map(|i| match forward {
-                true => order[(start + i) % n],
-                false => order[(start + n - i % n) % n],
-            })
-            .find(|&id| matches(self.tree.name(id)));
+        let start = at.unwrap_or(if forward { order.len().saturating_sub(1) } else { 0 });
+        let hit = circular(start, order.len(), forward)
+            .map(|i| order[i])
+            .find(|&id| matches(tree.name(id)));
         let Some(hit) = hit else { return false };
         let mut up = self.parents.get(hit as usize).copied().flatten();
         while let Some(id) = up {
