@@ -9,6 +9,7 @@
 mod encode;
 mod isa;
 mod plan;
+mod runtime;
 mod trampoline;
 
 pub use encode::*;

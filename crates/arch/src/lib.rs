@@ -54,6 +54,13 @@ impl ElfArch {
         big_endian: false,
     };
 
+    /// AArch64 (64-bit, little-endian).
+    pub const AARCH64: ElfArch = ElfArch {
+        machine: EM_AARCH64,
+        is_64: true,
+        big_endian: false,
+    };
+
     /// The architecture as users know it, with the class or byte order
     /// that makes it one fntrace does not handle ("32-bit x86-64",
     /// "big-endian AArch64"), for messages.
@@ -115,10 +122,14 @@ pub fn patcher_for_elf(arch: ElfArch) -> Option<&'static dyn Patcher> {
     )
 }
 
-/// The breakpoint-protocol verbs the runtime uses, for the architectures
-/// whose runtime exists (x86-64).
+/// The verbs the runtime uses, for the architectures whose runtime exists
+/// (x86-64, AArch64).
 pub fn breakpoint_patcher_for(arch: ElfArch) -> Option<&'static dyn BreakpointPatcher> {
-    (arch == ElfArch::X86_64).then_some(&x86_64::X86_64 as &dyn BreakpointPatcher)
+    match arch {
+        ElfArch::X86_64 => Some(&x86_64::X86_64),
+        ElfArch::AARCH64 => Some(&aarch64::AARCH64),
+        _ => None,
+    }
 }
 
 /// The breakpoint-protocol patcher of the machine this code is built for,
@@ -132,6 +143,14 @@ pub type NativePatcher = x86_64::X86_64;
 /// The native patcher (see [`NativePatcher`]).
 #[cfg(target_arch = "x86_64")]
 pub static NATIVE_PATCHER: NativePatcher = x86_64::X86_64;
+
+/// See [`NativePatcher`].
+#[cfg(target_arch = "aarch64")]
+pub type NativePatcher = aarch64::Aarch64;
+
+/// See [`NativePatcher`].
+#[cfg(target_arch = "aarch64")]
+pub static NATIVE_PATCHER: NativePatcher = aarch64::AARCH64;
 
 /// A readable name for an ELF `e_machine`, for error messages.
 pub fn elf_machine_name(e_machine: u16) -> String {

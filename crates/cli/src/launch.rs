@@ -76,19 +76,24 @@ fn executable(path: &Path) -> Option<bool> {
     Some(meta.permissions().mode() & 0o111 != 0)
 }
 
+/// Fails on a machine the runtime is not built for (it exists for x86-64
+/// and AArch64): elsewhere fntrace reads traces and lists sites.
+pub fn check_recording() -> anyhow::Result<()> {
+    if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        anyhow::bail!(
+            "recording is not implemented on {} yet (the runtime is built for x86-64 and AArch64): \
+             this fntrace reads traces recorded elsewhere and lists sites",
+            env::consts::ARCH
+        );
+    }
+    Ok(())
+}
+
 /// The runtime library: `$FNTRACE_RUNTIME`, else `libfntrace_runtime.so`
 /// next to the `fntrace` executable, in its `deps/` directory (cargo's
 /// layout), or in `../lib/fntrace/` (an installed layout).
 pub fn find_runtime() -> anyhow::Result<PathBuf> {
-    // The runtime (its trampolines, trap handler and fast paths) exists
-    // for x86-64 only: elsewhere fntrace reads traces and lists sites.
-    if !cfg!(target_arch = "x86_64") {
-        anyhow::bail!(
-            "recording is not implemented on {} yet (the runtime is x86-64 only): this fntrace \
-             reads traces recorded elsewhere and lists sites",
-            env::consts::ARCH
-        );
-    }
+    check_recording()?;
     if let Some(path) = env::var_os(settings::RUNTIME).filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);
         if !path.is_file() {

@@ -575,7 +575,7 @@ fn errors() {
             }
             args.extend(["--", exe.to_str().unwrap()]);
             let out = fntrace_output(&args);
-            assert_fails(&out, 1, &format!("{arch}; fntrace records x86-64 programs"));
+            assert_fails(&out, 1, &format!("{arch}; this fntrace records x86-64 programs"));
             assert!(!dir.exists(), "no data directory for a refused program");
         }
     }

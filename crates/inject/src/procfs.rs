@@ -159,8 +159,19 @@ fn check_executable(pid: i32) -> Result<(), InjectError> {
     }
 }
 
-/// `None` for an ELF64 x86-64 header, else what it is, for the message
-/// (`attach` and `record` refuse what the runtime cannot run in).
+/// The ELF machine of this build (64-bit, little-endian), whose programs
+/// the runtime runs in.
+const NATIVE: Option<elf::Machine> = if cfg!(target_arch = "x86_64") {
+    Some(elf::EM_X86_64)
+} else if cfg!(target_arch = "aarch64") {
+    Some(elf::EM_AARCH64)
+} else {
+    None
+};
+
+/// `None` for an ELF64 little-endian header of this build's machine
+/// (x86-64 or AArch64), else what it is, for the message (`attach` and
+/// `record` refuse what the runtime cannot run in).
 pub fn machine(header: &[u8; 20]) -> Option<String> {
     if header[..4] != *b"\x7fELF" {
         return Some("non-ELF".to_string());
@@ -171,11 +182,20 @@ pub fn machine(header: &[u8; 20]) -> Option<String> {
         _ => u16::from_le_bytes([header[18], header[19]]),
     };
     let e_machine = elf::Machine(e_machine);
-    if class == 2 && e_machine == elf::EM_X86_64 {
+    if class == 2 && header[5] == 1 && Some(e_machine) == NATIVE {
         return None;
     }
-    const NAMES: [(elf::Machine, &str); 11] = [
-        (elf::EM_X86_64, "x32 (32-bit x86-64 ABI)"),
+    if e_machine == elf::EM_X86_64 {
+        return Some(
+            if class == 2 {
+                "x86-64"
+            } else {
+                "x32 (32-bit x86-64 ABI)"
+            }
+            .to_string(),
+        );
+    }
+    const NAMES: [(elf::Machine, &str); 10] = [
         (elf::EM_386, "32-bit x86"),
         (elf::EM_AARCH64, "AArch64"),
         (elf::EM_ARM, "32-bit ARM"),

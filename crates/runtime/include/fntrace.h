@@ -26,6 +26,16 @@ extern "C" {
  * code resumes. Changing ip at an entry site (FNTRACE_OPS_FL_IPMODIFY)
  * redirects the function: the code at ip runs instead, with the original
  * arguments, and returns to the original caller. */
+#if defined(__aarch64__)
+struct fntrace_regs {
+    uint64_t x[31]; /* x0-x30 at the site; x[30] the function's return address;
+                       x0-x15 are restored from here */
+    uint64_t sp;    /* at the site (read only) */
+    uint64_t ip;    /* where the traced code resumes */
+    uint64_t pad;
+};
+#define FNTRACE_REGS_ARG0(regs) ((regs)->x[0])
+#else
 struct fntrace_regs {
     uint64_t r15, r14, r13, r12, rbp, rbx, r11, r10, r9, r8;
     uint64_t rax, rcx, rdx, rsi, rdi;
@@ -33,6 +43,8 @@ struct fntrace_regs {
     uint64_t flags; /* at the site (not restored) */
     uint64_t sp;    /* after the site (read only) */
 };
+#define FNTRACE_REGS_ARG0(regs) ((regs)->rdi)
+#endif
 
 typedef struct fntrace_ops fntrace_ops;
 

@@ -86,6 +86,7 @@ fn setup() -> std::result::Result<(), String> {
         );
     }
     routines::setup();
+    #[cfg(target_arch = "x86_64")]
     trap::install().map_err(|e| format!("cannot install the SIGTRAP handler: {e}"))?;
     let from_env = settings::Settings::from_env(|name| std::env::var(name).ok().filter(|v| !v.is_empty()));
     loader::want_library_names(from_env.is_ok_and(|s| s.names_modules()));

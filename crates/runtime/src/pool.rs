@@ -136,6 +136,7 @@ impl Pool {
                 std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len());
             }
         }
+        sys::flush_icache(at, bytes.len());
         Ok(())
     }
 }

@@ -258,18 +258,67 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// The time stamp counter.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub fn rdtsc() -> u64 {
     // SAFETY: rdtsc only reads the counter (every x86-64 CPU has it).
     unsafe { std::arch::x86_64::_rdtsc() }
 }
 
+/// Makes code just written at `start..start + len` visible to instruction
+/// fetch on every CPU: nothing on x86-64, whose caches are coherent with
+/// stores; on AArch64, each data cache line cleaned to the point of
+/// unification, then each instruction cache line invalidated (the
+/// architecture's sequence, as `__clear_cache` does it). The pipelines of
+/// other threads are then synchronised by the batch's `sync`.
+#[inline]
+pub fn flush_icache(start: usize, len: usize) {
+    #[cfg(target_arch = "aarch64")]
+    {
+        let ctr: u64;
+        // SAFETY: CTR_EL0 is readable at EL0 on Linux (the kernel traps
+        // and emulates it where it must); reading it touches nothing.
+        unsafe { std::arch::asm!("mrs {}, ctr_el0", out(reg) ctr, options(nomem, nostack)) };
+        let dline = 4usize << ((ctr >> 16) & 0xf);
+        let iline = 4usize << (ctr & 0xf);
+        let end = start + len;
+        let mut at = start & !(dline - 1);
+        while at < end {
+            // SAFETY: cache maintenance of mapped code the caller just
+            // wrote; it changes no data.
+            unsafe { std::arch::asm!("dc cvau, {}", in(reg) at, options(nostack)) };
+            at += dline;
+        }
+        // SAFETY: a barrier.
+        unsafe { std::arch::asm!("dsb ish", options(nostack)) };
+        let mut at = start & !(iline - 1);
+        while at < end {
+            // SAFETY: as above.
+            unsafe { std::arch::asm!("ic ivau, {}", in(reg) at, options(nostack)) };
+            at += iline;
+        }
+        // SAFETY: barriers.
+        unsafe { std::arch::asm!("dsb ish", "isb", options(nostack)) };
+    }
+    #[cfg(not(target_arch = "aarch64"))]
+    let _ = (start, len);
+}
+
 /// The stack pointer of the caller (close enough: a few words below it).
 #[inline(always)]
 pub fn stack_pointer() -> usize {
     let sp: usize;
-    // SAFETY: reads rsp into a register; nothing else is touched.
-    unsafe { std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
+    // SAFETY: reads the stack pointer into a register; nothing else is
+    // touched.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags))
+    };
+    // SAFETY: as above.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags))
+    };
     sp
 }
 

@@ -14,7 +14,7 @@
 
 use fntrace_arch::{Code, NativePatcher, Resume};
 
-use crate::sys::SyncMethod;
+use crate::sys::{self, SyncMethod};
 
 mod batch;
 
@@ -134,11 +134,22 @@ unsafe fn holds(addr: usize, code: &Code) -> bool {
 }
 
 fn write(addr: usize, bytes: &[u8]) {
-    for (i, b) in bytes.iter().enumerate() {
-        // SAFETY: a `Batch` only writes inside ranges it made writable, at
-        // sites it verified; single-byte volatile stores are atomic.
-        unsafe { std::ptr::write_volatile((addr + i) as *mut u8, *b) };
+    // AArch64: an instruction is one aligned word, stored whole (a thread
+    // fetching it sees the old word or the new one), then made visible to
+    // instruction fetch.
+    if cfg!(target_arch = "aarch64") && bytes.len() == 4 && addr.is_multiple_of(4) {
+        let word = u32::from_ne_bytes(bytes.try_into().expect("4 bytes"));
+        // SAFETY: as below; an aligned 4-byte volatile store is one
+        // single-copy-atomic store.
+        unsafe { std::ptr::write_volatile(addr as *mut u32, word) };
+    } else {
+        for (i, b) in bytes.iter().enumerate() {
+            // SAFETY: a `Batch` only writes inside ranges it made writable,
+            // at sites it verified; single-byte volatile stores are atomic.
+            unsafe { std::ptr::write_volatile((addr + i) as *mut u8, *b) };
+        }
     }
+    sys::flush_icache(addr, bytes.len());
 }
 
 /// Applies `pokes` (each inside one of `ranges`) in one batch. Returns, per

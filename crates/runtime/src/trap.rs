@@ -2,9 +2,15 @@
 //! a thread that executes the `int3` written on a site mid-patch behaves as
 //! if the site's new instruction were already there.
 
+// On AArch64 no site ever holds a breakpoint (one word is written at a
+// time): the handler is x86-64's, and the tables stay empty there.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+
+#[cfg(target_arch = "x86_64")]
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
+#[cfg(target_arch = "x86_64")]
 use fntrace_arch::x86_64::INT3;
 use fntrace_arch::Resume;
 
@@ -57,6 +63,7 @@ const SI_KERNEL: i32 = 0x80;
 const TRAP_BRKPT: i32 = 1;
 
 /// Installs the handler (once).
+#[cfg(target_arch = "x86_64")]
 pub fn install() -> io::Result<()> {
     if installed() {
         return Ok(());
@@ -130,6 +137,7 @@ fn take_back(old: *mut Table) -> Option<Table> {
     Some(*unsafe { Box::from_raw(old) })
 }
 
+#[cfg(target_arch = "x86_64")]
 extern "C" fn handler(sig: i32, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo and ucontext to an
     // SA_SIGINFO handler.
@@ -143,6 +151,7 @@ extern "C" fn handler(sig: i32, info: *mut libc::siginfo_t, context: *mut libc::
 }
 
 /// Steers the thread if the trap at `addr` is (or was) one of ours.
+#[cfg(target_arch = "x86_64")]
 fn steer(uc: &mut libc::ucontext_t, addr: usize) -> bool {
     ACTIVE.fetch_add(1, Ordering::SeqCst);
     // The batch's table first: a site it switches is steered to its new

@@ -22,11 +22,16 @@ pub fn hooks() -> String {
 /// Builds `sources` (C) into `out` with `-finstrument-functions` and
 /// `flags`, linked with the hooks.
 pub fn build(sources: &[&Path], out: &Path, flags: &[&str]) -> PathBuf {
+    build_with("gcc", sources, out, flags)
+}
+
+/// [`build`] with the C compiler `compiler` (a cross gcc).
+pub fn build_with(compiler: &str, sources: &[&Path], out: &Path, flags: &[&str]) -> PathBuf {
     let hooks_obj = out.with_extension("enters.o");
     let mut args = vec!["-O2", "-c", "-o", hooks_obj.to_str().unwrap()];
     let hooks = hooks();
     args.push(&hooks);
-    cc("gcc", &args);
+    cc(compiler, &args);
     let mut args: Vec<&str> = vec!["-finstrument-functions"];
     args.extend(flags);
     args.extend(sources.iter().map(|s| s.to_str().unwrap()));
@@ -36,7 +41,7 @@ pub fn build(sources: &[&Path], out: &Path, flags: &[&str]) -> PathBuf {
         "-o",
         out.to_str().unwrap(),
     ]);
-    cc("gcc", &args);
+    cc(compiler, &args);
     out.to_path_buf()
 }
 
@@ -84,7 +89,8 @@ pub fn counts(threads: &[Vec<u64>]) -> BTreeMap<u64, u64> {
 pub fn functions(path: &Path) -> BTreeMap<u64, Vec<String>> {
     let mut map: BTreeMap<u64, Vec<String>> = BTreeMap::new();
     for (address, kind, name) in nm(path) {
-        if matches!(kind.as_str(), "T" | "t" | "W" | "w") {
+        // `$x` and `$d` are AArch64's mapping symbols, not functions.
+        if matches!(kind.as_str(), "T" | "t" | "W" | "w") && !name.starts_with('$') {
             map.entry(address).or_default().push(name);
         }
     }

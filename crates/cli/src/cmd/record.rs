@@ -131,7 +131,9 @@ pub fn record(request: &Request) -> anyhow::Result<Result<Ending, ExitCode>> {
             return Ok(Err(output::fail(e.exit_code(), &format!("{name}: {what}"))));
         }
     };
+    launch::check_recording()?;
     check_arch(&program, &name)?;
+    check_supported(request)?;
     if !request.options.force {
         check_sites(&program, &name, &request.options)?;
     }
@@ -300,9 +302,41 @@ pub fn settings(request: &Request, dir: &Path) -> Settings {
     }
 }
 
+/// Refuses what the runtime of this build cannot record yet: on AArch64
+/// the function tracer is the one built, without values
+/// (`docs/CROSS.md`).
+fn check_supported(request: &Request) -> anyhow::Result<()> {
+    if cfg!(target_arch = "x86_64") {
+        return Ok(());
+    }
+    if request.tracer != Tracer::Function {
+        anyhow::bail!(
+            "the {} tracer is not built for {} yet: record with --tracer function",
+            request.tracer.as_str(),
+            native_machine()
+        );
+    }
+    if !request.options.args.is_empty() || request.options.auto_args {
+        anyhow::bail!(
+            "recording arguments and return values is not built for {} yet",
+            native_machine()
+        );
+    }
+    Ok(())
+}
+
+/// The machine this fntrace (and the runtime it preloads) is built for.
+fn native_machine() -> &'static str {
+    if cfg!(target_arch = "aarch64") {
+        "AArch64"
+    } else {
+        "x86-64"
+    }
+}
+
 /// Refuses, before anything is written, an ELF program of another
-/// architecture: the runtime `record` preloads is x86-64 (`fntrace list`
-/// reads MIPS and AArch64 files, and their plans run in `crates/emu`).
+/// architecture than the runtime's, this build's (`fntrace list` reads
+/// MIPS and AArch64 files, and their plans run in `crates/emu`).
 fn check_arch(program: &Path, name: &str) -> anyhow::Result<()> {
     let mut header = [0u8; 20];
     let read = fs::File::open(program).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header));
@@ -312,7 +346,8 @@ fn check_arch(program: &Path, name: &str) -> anyhow::Result<()> {
     match fntrace_inject::machine(&header) {
         None => Ok(()),
         Some(machine) => anyhow::bail!(
-            "{name} is for {machine}; fntrace records x86-64 programs ('fntrace list' reads its sites)"
+            "{name} is for {machine}; this fntrace records {} programs ('fntrace list' reads its sites)",
+            native_machine()
         ),
     }
 }

@@ -26,6 +26,8 @@ pub struct Machine {
     pub sysroot: Option<&'static str>,
     /// Debian ships no prebuilt standard library for it: built from source.
     pub build_std: bool,
+    /// The runtime is built for it (and beside its fntrace).
+    pub runtime: bool,
 }
 
 /// 64-bit little-endian, prebuilt std, arm64 multiarch libc.
@@ -37,6 +39,7 @@ pub const AARCH64: Machine = Machine {
     loader: "/lib/ld-linux-aarch64.so.1",
     sysroot: None,
     build_std: false,
+    runtime: true,
 };
 
 /// 32-bit big-endian (o32): Debian 12 has no multiarch libc for it, the
@@ -49,6 +52,7 @@ pub const MIPS: Machine = Machine {
     loader: "/usr/mips-linux-gnu/lib/ld.so.1",
     sysroot: Some("/usr/mips-linux-gnu"),
     build_std: true,
+    runtime: false,
 };
 
 /// How long the build may take (a clean one is minutes on 2 cores).
@@ -112,6 +116,11 @@ fn build(m: &Machine) -> Result<PathBuf, String> {
             "build", "--quiet", "--locked", "-p", "fntrace", "--bin", "fntrace",
         ])
         .args(["--target", m.target])
+        .args(if m.runtime {
+            &["-p", "fntrace-runtime", "--lib"][..]
+        } else {
+            &[]
+        })
         .arg("--config")
         .arg(format!("target.{}.linker=\"{}\"", m.target, m.linker));
     if m.build_std {

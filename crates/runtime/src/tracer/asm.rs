@@ -49,6 +49,9 @@ const _: () = assert!(fntrace_format::event::word_of(fntrace_format::event::Kind
 /// `graph_return` reads `xmm0` from.
 pub const RETURN_VECS: usize = 80;
 
+/// The fast paths exist (and `fast_slot` asks for them).
+pub const FAST_PATHS: bool = true;
+
 /// The return trampoline (the address written into hijacked slots).
 pub fn return_trampoline() -> usize {
     fntrace_return_to_handler as *const () as usize

@@ -1,6 +1,6 @@
 //! Event time: the TSC where it is invariant (constant rate, not stopped
 //! in idle states: `constant_tsc` and `nonstop_tsc` in `/proc/cpuinfo`),
-//! else `CLOCK_MONOTONIC` through the vDSO. Calibrated against the
+//! else `CLOCK_MONOTONIC` through the vDSO (always, on AArch64). Calibrated against the
 //! monotonic clock: a point at start and one refreshed by the writer and
 //! at exit (`process.json`'s `clock`).
 
@@ -21,6 +21,9 @@ pub fn setup() {
 }
 
 fn tsc_invariant() -> bool {
+    if !cfg!(target_arch = "x86_64") {
+        return false;
+    }
     let Ok(text) = std::fs::read_to_string("/proc/cpuinfo") else {
         return false;
     };
@@ -46,11 +49,11 @@ pub fn source() -> &'static str {
 /// The time now, in ticks.
 #[inline(always)]
 pub fn now() -> u64 {
+    #[cfg(target_arch = "x86_64")]
     if TSC.load(Ordering::Relaxed) {
-        sys::rdtsc()
-    } else {
-        sys::monotonic_ns()
+        return sys::rdtsc();
     }
+    sys::monotonic_ns()
 }
 
 /// A calibration point: (tick, monotonic ns) read together.

@@ -106,6 +106,7 @@ pub unsafe extern "C" fn graph_entry(
 /// # Safety
 /// `regs` is the live frame a regs routine built (`bare`: the bare
 /// sites' routine).
+#[cfg(target_arch = "x86_64")]
 unsafe fn entry_frame(regs: *const Regs, bare: bool, slot: usize) -> args::Frame {
     // SAFETY: as the caller guarantees.
     let r = unsafe { &*regs };
@@ -121,6 +122,39 @@ unsafe fn entry_frame(regs: *const Regs, bare: bool, slot: usize) -> args::Frame
         ],
         xmm,
         slot,
+    }
+}
+
+/// AArch64 records no values yet (`parse` refuses them), so no function
+/// has `fids::ARGS` or `fids::RETVAL` and this is never asked: an empty
+/// frame.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn entry_frame(_regs: *const Regs, _bare: bool, slot: usize) -> args::Frame {
+    args::Frame {
+        slot,
+        ..Default::default()
+    }
+}
+
+/// The return registers an exit site's regs routine saved.
+///
+/// # Safety
+/// `regs` is the live frame a regs routine built for an exit site.
+unsafe fn exit_frame(regs: *const Regs) -> args::Frame {
+    // SAFETY: as the caller guarantees.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        return_frame(
+            (*regs).rax,
+            (*regs).rdx,
+            crate::routines::saved_vector(regs, false, 0),
+        )
+    }
+    // AArch64 has no exit sites.
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = regs;
+        args::Frame::default()
     }
 }
 
@@ -155,13 +189,7 @@ pub unsafe extern "C" fn graph_exit(
                 let ret = (fids::flags(fid) & fids::RETVAL != 0 && !regs.is_null()).then(|| {
                     // SAFETY: a non-null `regs` is the live frame the regs
                     // routine built for this exit site (never a bare one).
-                    unsafe {
-                        return_frame(
-                            (*regs).rax,
-                            (*regs).rdx,
-                            crate::routines::saved_vector(regs, false, 0),
-                        )
-                    }
+                    unsafe { exit_frame(regs) }
                 });
                 close_with(&mut t, top, Kind::Exit, now, ret.as_ref());
             } else {

@@ -4,6 +4,7 @@
 //! (which `fntrace record` sets).
 
 pub mod args;
+#[cfg_attr(target_arch = "aarch64", path = "asm_aarch64.rs")]
 mod asm;
 mod clock;
 mod ending;
@@ -133,6 +134,18 @@ fn parse(settings: &Settings) -> Result<Parsed, String> {
     // filter, which writes whole calls at their end, only return values)
     // and with the function tracer's entries (arguments only); the
     // profiler keeps none. The command line says what is not recorded.
+    if !cfg!(target_arch = "x86_64") && (!settings.args.is_empty() || settings.auto_args) {
+        return Err(
+            "recording arguments and return values is not built for this architecture yet (x86-64 only)"
+                .into(),
+        );
+    }
+    if !cfg!(target_arch = "x86_64") && kind != Tracer::Function {
+        return Err(format!(
+            "the {} tracer is not built for this architecture yet: use the function tracer (fntrace record --tracer function)",
+            kind.name()
+        ));
+    }
     let args = if kind != Tracer::Profile {
         args::Specs {
             wanted: args::parse(&settings.args)?,
@@ -417,6 +430,9 @@ pub(crate) fn hijacked_flags(fid: u32) -> u32 {
 /// slot's data word (the `ENTRY` event word of its function) and routine
 /// (the ops's [`crate::ops::SiteSlot`]).
 fn fast_slot(ops: &RawOps, site: &SlotSite) -> Option<(usize, usize)> {
+    if !asm::FAST_PATHS {
+        return None;
+    }
     let fast_ops = FAST_OPS.load(Ordering::Acquire);
     if fast_ops == 0 || ops as *const RawOps as usize != fast_ops || site.fid == fids::NO_FID {
         return None;

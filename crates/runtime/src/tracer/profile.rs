@@ -64,6 +64,7 @@ pub struct Cell {
 }
 
 /// The cell's fields, for the assembly.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub mod off {
     use super::Cell;
     use std::mem::offset_of;

@@ -88,6 +88,7 @@ pub const F_FORCED: u32 = 32;
 pub const F_RET_TAG_SHIFT: u32 = 24;
 /// Where the fast return path reads that tag: its byte, from the end of
 /// the frame (the top frame ends at the depth).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub const RET_TAG_FROM_END: usize = 64 - std::mem::offset_of!(Frame, flags) - (F_RET_TAG_SHIFT as usize / 8);
 
 /// One part of a thread's buffer.
@@ -144,6 +145,7 @@ const _: () = assert!(std::mem::offset_of!(Frame, flags) == 36);
 const _: () = assert!(std::mem::offset_of!(Frame, cell) == 48);
 
 /// Offsets of [`Thread`] fields, for the assembly (all in [`Shared`]).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub mod off {
     use super::Thread;
     use std::mem::offset_of;
@@ -173,16 +175,21 @@ pub const COUNT_SHIFT: u32 = 56;
 const FRAME: u64 = std::mem::size_of::<Frame>() as u64;
 const _: () = assert!((SHADOW as u64) * FRAME < DEPTH_MASK && DEPTH_MASK << DEPTH_SHIFT < 1 << COUNT_SHIFT);
 /// The cursor step of an event word and a frame pushed.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub const STEP_PUSH: u64 = 1 + (FRAME << DEPTH_SHIFT) + (1 << COUNT_SHIFT);
 /// The cursor step of an event word and a frame popped.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub const STEP_POP: u64 = (1 + (1 << COUNT_SHIFT)) - (FRAME << DEPTH_SHIFT);
 /// The cursor step of an event word and its payload.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub const STEP_PAYLOAD: u64 = 2 + (1 << COUNT_SHIFT);
 /// The cursor step of a frame pushed without an event (the profiler): its
 /// threads take no chunk, and the write pointer's bits count its commits
 /// (module doc, "Signals").
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub const STEP_FRAME_PUSH: u64 = 1 + (FRAME << DEPTH_SHIFT) + (1 << COUNT_SHIFT);
 /// The cursor step of a frame popped without an event (the profiler).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub const STEP_FRAME_POP: u64 = (1 + (1 << COUNT_SHIFT)) - (FRAME << DEPTH_SHIFT);
 /// The profiler's fast entries run while its commit count (the cursor's
 /// low 32 bits) is below this: the exits after them cannot carry it into

@@ -92,11 +92,59 @@ extern "C" fn prepare_unwind(which: usize, sp: usize) -> usize {
     real
 }
 
+/// The body of a wrapper (see [`tail_wrapper`]): saves the argument
+/// registers (and `al`, the vector register count of variadic calls),
+/// calls `{prepare}` with the index and the caller's stack pointer,
+/// restores them and jumps to the function it returned.
+#[cfg(target_arch = "x86_64")]
+macro_rules! tail_body {
+    ($index:literal) => {
+        concat!(
+            "push rdi\n push rsi\n push rdx\n push rcx\n push r8\n push r9\n push rax\n",
+            "mov edi, ",
+            $index,
+            "\n",
+            "lea rsi, [rsp + 64]\n",
+            "call {prepare}\n",
+            "mov r11, rax\n",
+            "pop rax\n pop r9\n pop r8\n pop rcx\n pop rdx\n pop rsi\n pop rdi\n",
+            "jmp r11",
+        )
+    };
+}
+
+/// The body of a wrapper on AArch64: `x0`-`x8` and `q0`-`q7` kept, the
+/// real function entered with `br x16` (a `bti c` accepts it).
+#[cfg(target_arch = "aarch64")]
+macro_rules! tail_body {
+    ($index:literal) => {
+        concat!(
+            "stp x29, x30, [sp, #-224]!\n mov x29, sp\n",
+            "stp x0, x1, [sp, #16]\n stp x2, x3, [sp, #32]\n stp x4, x5, [sp, #48]\n",
+            "stp x6, x7, [sp, #64]\n str x8, [sp, #80]\n",
+            "stp q0, q1, [sp, #96]\n stp q2, q3, [sp, #128]\n",
+            "stp q4, q5, [sp, #160]\n stp q6, q7, [sp, #192]\n",
+            "mov x0, #",
+            $index,
+            "\n",
+            "add x1, sp, #224\n",
+            "bl {prepare}\n",
+            "mov x16, x0\n",
+            "ldp q0, q1, [sp, #96]\n ldp q2, q3, [sp, #128]\n",
+            "ldp q4, q5, [sp, #160]\n ldp q6, q7, [sp, #192]\n",
+            "ldp x0, x1, [sp, #16]\n ldp x2, x3, [sp, #32]\n ldp x4, x5, [sp, #48]\n",
+            "ldp x6, x7, [sp, #64]\n ldr x8, [sp, #80]\n",
+            "ldp x29, x30, [sp], #224\n",
+            "br x16",
+        )
+    };
+}
+
 /// A wrapper that runs `$prepare(index, caller's sp)` and then jumps to the
 /// function it returns, with every argument register as the caller left
-/// it (and `al`, the vector register count of variadic calls) and the
-/// caller's stack untouched: the real function sees the original call.
-/// Exported: it interposes the C library's or the unwinder's symbol.
+/// it and the caller's stack untouched: the real function sees the
+/// original call. Exported: it interposes the C library's or the
+/// unwinder's symbol.
 macro_rules! tail_wrapper {
     ($name:ident, $index:literal, $prepare:path, $doc:literal) => {
         #[doc = concat!("Wraps `", stringify!($name), "`: ", $doc)]
@@ -113,30 +161,13 @@ macro_rules! tail_wrapper {
                 concat!(".globl ", stringify!($name), "_fntrace"),
                 concat!(".hidden ", stringify!($name), "_fntrace"),
                 concat!(stringify!($name), "_fntrace:"),
-                "push rdi",
-                "push rsi",
-                "push rdx",
-                "push rcx",
-                "push r8",
-                "push r9",
-                "push rax",
-                concat!("mov edi, ", $index),
-                "lea rsi, [rsp + 64]",
-                "call {prepare}",
-                "mov r11, rax",
-                "pop rax",
-                "pop r9",
-                "pop r8",
-                "pop rcx",
-                "pop rdx",
-                "pop rsi",
-                "pop rdi",
-                "jmp r11",
+                $crate::tracer::unwind::tail_body!($index),
                 prepare = sym $prepare,
             )
         }
     };
 }
+pub(crate) use tail_body;
 pub(crate) use tail_wrapper;
 
 tail_wrapper!(

@@ -310,6 +310,7 @@ fn write_chunk(files: &mut Files, t: &Shared, i: usize, skip: u32, len: u32) -> 
 /// 16-byte stores, four at a time: glibc's memset of a chunk uses `rep
 /// stosb`, one instruction per byte to callgrind (which the benchmarks
 /// count) for what the hardware does in a few.
+#[cfg(target_arch = "x86_64")]
 pub fn clear(c: &thread::Chunk, len: u32) {
     use std::arch::x86_64::{__m128i, _mm_setzero_si128};
     let p = c.data as *mut __m128i;
@@ -335,6 +336,20 @@ pub fn clear(c: &thread::Chunk, len: u32) {
         }
         if len % 16 >= 8 {
             std::ptr::write_volatile((p.add(pairs)) as *mut u64, 0);
+        }
+    }
+}
+
+/// Zeroes the first `len` bytes of a chunk written out (see the x86-64
+/// form): 8-byte stores.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn clear(c: &thread::Chunk, len: u32) {
+    let p = c.data as *mut u64;
+    // SAFETY: the chunk is ours and holds at least `len` bytes of data, a
+    // multiple of 8 from an aligned start.
+    unsafe {
+        for i in 0..len as usize / 8 {
+            std::ptr::write_volatile(p.add(i), 0);
         }
     }
 }

@@ -19,6 +19,12 @@
 #include "phases.h"
 
 
+#if defined(__aarch64__)
+#define CALL_IS_A_WORD 1
+#else
+#define CALL_IS_A_WORD 0
+#endif
+
 NOINLINE int work(int x) { return x * 3 + 1; }
 NOINLINE int other(int x) { return x ^ 5; }
 
@@ -40,7 +46,7 @@ static void callback(uintptr_t ip, uintptr_t parent, fntrace_ops *ops, struct fn
     if (ip != work_ip)
         return;
     hits++;
-    if (regs && (int)regs->rdi != expected_arg)
+    if (regs && (int)FNTRACE_REGS_ARG0(regs) != expected_arg)
         atomic_fetch_add(&bad_args, 1);
 }
 
@@ -107,8 +113,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "stress: unexpected enabled_functions: %s\n", buf);
         return 2;
     }
-    /* An entry site of 5 bytes (or more: the call is at its end). */
-    for (uintptr_t ip = site + 5; ip < site + 16; ip++) {
+    /* An entry site of 5 bytes (or more: the call is at its end). On
+       AArch64 the callback's own first ip (below) is the one. */
+    for (uintptr_t ip = site + 5; ip < site + 16 && !CALL_IS_A_WORD; ip++) {
         char name[64];
         if (fntrace_lookup(ip, name, sizeof name) == 0 && strcmp(name, "work") == 0) {
             work_ip = ip;

@@ -1,0 +1,326 @@
+//! Recording on AArch64 (#22): the AArch64 fntrace and its runtime, built
+//! with Debian's Rust (`docs/CROSS.md`), record real AArch64 programs
+//! under qemu-user — the programs `record` starts run through
+//! `binfmt_misc` as they would on the machine. Checked against an
+//! independent count, the program's `-finstrument-functions` build, whose
+//! hooks log every function entry per thread: the function tracer must
+//! see the same entries, in the same order, in every thread, for both site
+//! forms gcc makes there — `-fpatchable-function-entry=2` (the kernel's
+//! `mov x9, x30; bl` scheme) and `-pg` (`bl _mcount` after the prologue).
+//! The recording is read by the x86-64 fntrace, and the AArch64 one reads
+//! it alike (one trace format).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::foreign::{self, AARCH64};
+use common::procs::{run, text};
+use common::{cc, fntrace_output, programs, Work};
+use fntrace_testkit::enters;
+
+/// How long a program or the foreign fntrace may run under qemu.
+const DEADLINE: Duration = Duration::from_secs(300);
+
+/// The site forms of AArch64 gcc.
+const FORMS: [(&str, &[&str]); 2] = [("patchable", &["-fpatchable-function-entry=2"]), ("pg", &["-pg"])];
+
+/// Programs of `tests/programs/e2e/`, with their link flags and arguments.
+const PROGRAMS: [(&str, &[&str], &[&str]); 3] = [
+    ("nested", &[], &["5"]),
+    ("recursion", &[], &[]),
+    ("threads", &["-pthread"], &[]),
+];
+
+/// The line qemu's own (x86-64) loader prints when `LD_PRELOAD` names the
+/// AArch64 runtime: binfmt_misc starts the qemu binary with the program's
+/// environment. On an AArch64 machine there is no such line.
+fn qemu_noise(line: &str) -> bool {
+    line.starts_with("ERROR: ld.so: object ") && line.contains("cannot be preloaded")
+}
+
+/// Why foreign programs cannot run as if native here, if they cannot.
+fn no_binfmt() -> Option<String> {
+    let rule = Path::new("/proc/sys/fs/binfmt_misc/qemu-aarch64");
+    (!rule.exists()).then(|| {
+        format!(
+            "{} is not registered (binfmt_misc, qemu-user-binfmt)",
+            rule.display()
+        )
+    })
+}
+
+/// Per thread, the functions entered in order, as the function tracer's
+/// `replay` shows them (`NAME <-CALLER`), threads sorted by their calls.
+fn entries_replayed(replay: &str) -> Vec<Vec<String>> {
+    let mut threads: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for line in replay.lines().filter(|l| !l.starts_with('#')) {
+        let Some((tid, rest)) = line.trim_start().split_once(')') else {
+            continue;
+        };
+        let Some((_, call)) = rest.split_once(": ") else {
+            continue;
+        };
+        let name = call.split(" <-").next().unwrap_or(call).trim();
+        threads.entry(tid.to_string()).or_default().push(name.to_string());
+    }
+    let mut out: Vec<Vec<String>> = threads.into_values().collect();
+    out.sort();
+    out
+}
+
+/// Per thread, the functions the hooks logged, threads sorted alike.
+fn entries_logged(dir: &Path, exe: &Path) -> Vec<Vec<String>> {
+    let names = enters::functions(exe);
+    let mut out: Vec<Vec<String>> = enters::read(dir, exe)
+        .into_iter()
+        .map(|thread| {
+            thread
+                .iter()
+                .map(|a| names.get(a).map_or(format!("{a:#x}"), |n| n[0].clone()))
+                .collect()
+        })
+        .filter(|t: &Vec<String>| !t.is_empty())
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn aarch64_function_tracer_sees_every_entry() {
+    let test = "aarch64_function_tracer_sees_every_entry";
+    let fntrace_a64 = match foreign::fntrace_for(&AARCH64) {
+        Ok(path) => path,
+        Err(why) => return common::skip(test, &why),
+    };
+    if let Some(why) = no_binfmt() {
+        return common::skip(test, &why);
+    }
+    let work = Work::new("foreign-record-aarch64");
+    for (name, libs, args) in PROGRAMS {
+        let source = programs().join(format!("e2e/{name}.c"));
+        let source = source.to_str().unwrap();
+        // The independent count: every entry, logged by the hooks.
+        let logs = work.path(&format!("{name}.enters"));
+        std::fs::create_dir_all(&logs).unwrap();
+        let oracle = enters::build_with(
+            AARCH64.linker,
+            &[Path::new(source)],
+            &work.path(&format!("{name}.instrumented")),
+            &["-O0"],
+        );
+        let out = run(
+            Command::new(&oracle).args(args).env("FNTRACE_ENTERS", &logs),
+            DEADLINE,
+        );
+        // (recursion.c exits with 5, on purpose.)
+        assert!(
+            out.status.code().is_some(),
+            "{name}, instrumented: {}",
+            text(&out.stderr)
+        );
+        let expected = entries_logged(&logs, &oracle);
+        assert!(!expected.is_empty(), "{name}: the hooks logged nothing");
+
+        for (form, flags) in FORMS {
+            let exe = work.path(&format!("{name}-{form}"));
+            let mut all = vec!["-O0", source, "-o", exe.to_str().unwrap()];
+            all.extend(flags);
+            all.extend(libs);
+            cc(AARCH64.linker, &all);
+            let plain = run(Command::new(&exe).args(args).current_dir(&work.dir), DEADLINE);
+            assert_eq!(
+                plain.status.code(),
+                out.status.code(),
+                "{name} ({form}): untraced exit status"
+            );
+            let data = work.path(&format!("{name}-{form}.data"));
+            let mut cmd = foreign::command(&AARCH64, &fntrace_a64);
+            cmd.current_dir(&work.dir)
+                .env_remove("FNTRACE_RUNTIME")
+                .args(["record", "--tracer", "function", "--no-libcall", "-o"])
+                .arg(&data)
+                .arg("--")
+                .arg(&exe)
+                .args(args);
+            let out = run(&mut cmd, DEADLINE);
+            let stderr = text(&out.stderr);
+            let said: Vec<&str> = stderr.lines().filter(|l| !qemu_noise(l)).collect();
+            assert!(said.is_empty(), "{name} ({form}): record said {said:?}");
+            assert_eq!(
+                out.status.code(),
+                plain.status.code(),
+                "{name} ({form}): exit status"
+            );
+            assert_eq!(
+                text(&out.stdout),
+                text(&plain.stdout),
+                "{name} ({form}): output changed"
+            );
+
+            let data = data.to_str().unwrap();
+            let native = fntrace_output(&["replay", "--color", "never", data]);
+            assert!(
+                native.status.success(),
+                "replay {name} ({form}): {}",
+                text(&native.stderr)
+            );
+            let replayed = entries_replayed(&text(&native.stdout));
+            assert_eq!(replayed, expected, "{name} ({form}): entries per thread");
+
+            let own = run(
+                foreign::command(&AARCH64, &fntrace_a64).args(["replay", "--color", "never", data]),
+                DEADLINE,
+            );
+            assert_eq!(
+                text(&own.stdout),
+                text(&native.stdout),
+                "{name} ({form}): AArch64 replay"
+            );
+        }
+    }
+}
+
+#[test]
+fn aarch64_record_says_what_is_not_built() {
+    let test = "aarch64_record_says_what_is_not_built";
+    let fntrace_a64 = match foreign::fntrace_for(&AARCH64) {
+        Ok(path) => path,
+        Err(why) => return common::skip(test, &why),
+    };
+    let work = Work::new("foreign-record-limits");
+    let exe = work.path("nested");
+    let source = programs().join("e2e/nested.c");
+    cc(
+        AARCH64.linker,
+        &[
+            "-O0",
+            "-fpatchable-function-entry=2",
+            source.to_str().unwrap(),
+            "-o",
+            exe.to_str().unwrap(),
+        ],
+    );
+    let data = work.path("x.data");
+    let exe = exe.to_str().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&[], "the function_graph tracer is not built for AArch64 yet"),
+        (
+            &["--tracer", "profile"],
+            "the profile tracer is not built for AArch64 yet",
+        ),
+        (
+            &["--tracer", "function", "-A", "leaf@arg1"],
+            "recording arguments and return values is not built for AArch64",
+        ),
+        (
+            &["--tracer", "function", "-a"],
+            "recording arguments and return values is not built for AArch64",
+        ),
+    ];
+    for (options, said) in cases {
+        let mut cmd = foreign::command(&AARCH64, &fntrace_a64);
+        cmd.env_remove("FNTRACE_RUNTIME")
+            .arg("record")
+            .arg("-o")
+            .arg(&data)
+            .args(options)
+            .args(["--", exe]);
+        let out = run(&mut cmd, DEADLINE);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{options:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{options:?}: {err}");
+        assert!(err.contains(said), "{options:?}: {err}");
+        assert!(!data.exists(), "{options:?} left a data directory");
+    }
+}
+
+/// Live patching under load on AArch64 (`crates/runtime/tests/live.rs`'s
+/// program, built for AArch64 and linked with the AArch64 runtime): three
+/// threads call a traced function while the main thread registers and
+/// unregisters (or re-filters) its ops 1,000 times each way; every call
+/// made while surely enabled must reach the callback, none made while
+/// surely disabled may, and every result stays right. With registers
+/// (`regs`), `x0` must be the call's argument. At a `-pg` site gcc has
+/// already put the return address in `x0` for `_mcount` (the arguments are
+/// in the frame by then), so that form is run without the argument check.
+#[test]
+fn aarch64_live_patching_under_load() {
+    let test = "aarch64_live_patching_under_load";
+    let fntrace_a64 = match foreign::fntrace_for(&AARCH64) {
+        Ok(path) => path,
+        Err(why) => return common::skip(test, &why),
+    };
+    if let Some(why) = no_binfmt() {
+        return common::skip(test, &why);
+    }
+    let runtime_dir = fntrace_a64.parent().unwrap().display().to_string();
+    let runtime_tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime");
+    let source = runtime_tests.join("tests/programs/stress.c");
+    let include = format!("-I{}", runtime_tests.join("include").display());
+    let work = Work::new("foreign-live-aarch64");
+    let forms: [(&str, &str, &[&str]); 2] = [
+        (
+            "patchable",
+            "-fpatchable-function-entry=2",
+            &["ops", "list", "filter", "regs"],
+        ),
+        ("pg", "-pg", &["ops", "list", "filter"]),
+    ];
+    for (form, flag, modes) in forms {
+        let exe = work.path(&format!("stress-{form}"));
+        let link = format!("-L{runtime_dir}");
+        let rpath = format!("-Wl,-rpath,{runtime_dir}");
+        cc(
+            AARCH64.linker,
+            &[
+                "-O2",
+                "-pthread",
+                flag,
+                &include,
+                source.to_str().unwrap(),
+                &link,
+                "-lfntrace_runtime",
+                &rpath,
+                "-o",
+                exe.to_str().unwrap(),
+            ],
+        );
+        for mode in modes {
+            let out = run(Command::new(&exe).args([mode, "1000"]), DEADLINE);
+            let stdout = text(&out.stdout);
+            assert!(
+                out.status.success(),
+                "stress {form} {mode}: {:?}\n{stdout}\n{}",
+                out.status,
+                text(&out.stderr)
+            );
+            let line = stdout
+                .lines()
+                .find(|l| l.starts_with("mode="))
+                .expect("summary line");
+            let field = |name: &str| -> u64 {
+                line.split_whitespace()
+                    .find_map(|f| f.strip_prefix(&format!("{name}=")))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| panic!("{name} in {line}"))
+            };
+            for zero in ["violations", "bad_results", "bad_args", "refused", "traps"] {
+                assert_eq!(field(zero), 0, "{form} {mode}: {line}");
+            }
+            assert!(
+                field("checked_on") > 0 && field("checked_off") > 0,
+                "{form} {mode}: {line}"
+            );
+            // Two syncs per batch (one word each): the `mov x9, x30` word,
+            // then the call's. The conversion at load is a live batch
+            // too under qemu, whose own thread runs beside the program's.
+            let extra = field("syncs").checked_sub(2 * field("batches"));
+            assert!(matches!(extra, Some(0 | 2)), "{form} {mode}: {line}");
+            eprintln!("{form}: {line}");
+        }
+    }
+}
