@@ -187,8 +187,12 @@ impl RecordFlags {
                     settings::Libcall::None
                 } else if self.nest_libcall {
                     settings::Libcall::Nested
-                } else {
+                } else if cfg!(target_arch = "x86_64") {
                     settings::Libcall::Program
+                } else {
+                    // Library calls are traced through their entry code
+                    // (bare sites), which only the x86-64 runtime patches.
+                    settings::Libcall::None
                 },
                 args: merged_specs(self.argument.into_iter().chain(self.retval)),
                 auto_args: self.auto_args,

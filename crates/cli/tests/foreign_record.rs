@@ -1,13 +1,19 @@
 //! Recording on AArch64 (#22): the AArch64 fntrace and its runtime, built
 //! with Debian's Rust (`docs/CROSS.md`), record real AArch64 programs
 //! under qemu-user — the programs `record` starts run through
-//! `binfmt_misc` as they would on the machine. Checked against an
-//! independent count, the program's `-finstrument-functions` build, whose
-//! hooks log every function entry per thread: the function tracer must
-//! see the same entries, in the same order, in every thread, for both site
-//! forms gcc makes there — `-fpatchable-function-entry=2` (the kernel's
-//! `mov x9, x30; bl` scheme) and `-pg` (`bl _mcount` after the prologue).
-//! The recording is read by the x86-64 fntrace, and the AArch64 one reads
+//! `binfmt_misc` as they would on the machine — for both site forms gcc
+//! makes there: `-fpatchable-function-entry=2` (the kernel's `mov x9,
+//! x30; bl` scheme) and `-pg` (`bl _mcount` after the prologue).
+//!
+//! - The function tracer against an independent count, the program's
+//!   `-finstrument-functions` build, whose hooks log every function entry
+//!   per thread: the same entries, in the same order, in every thread.
+//! - function_graph on `e2e.rs`'s golden programs: the same expected files
+//!   as on x86-64 (recursion, `longjmp`, threads, a C++ exception).
+//! - Live patching under load: `crates/runtime/tests/live.rs`'s program.
+//! - What is not built yet says so in one line.
+//!
+//! Every recording is read by the x86-64 fntrace; the AArch64 one reads
 //! it alike (one trace format).
 
 mod common;
@@ -18,6 +24,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::foreign::{self, AARCH64};
+use common::golden::{diff, expected_path, report_counts, Replay};
 use common::procs::{run, text};
 use common::{cc, fntrace_output, programs, Work};
 use fntrace_testkit::enters;
@@ -40,17 +47,6 @@ const PROGRAMS: [(&str, &[&str], &[&str]); 3] = [
 /// environment. On an AArch64 machine there is no such line.
 fn qemu_noise(line: &str) -> bool {
     line.starts_with("ERROR: ld.so: object ") && line.contains("cannot be preloaded")
-}
-
-/// Why foreign programs cannot run as if native here, if they cannot.
-fn no_binfmt() -> Option<String> {
-    let rule = Path::new("/proc/sys/fs/binfmt_misc/qemu-aarch64");
-    (!rule.exists()).then(|| {
-        format!(
-            "{} is not registered (binfmt_misc, qemu-user-binfmt)",
-            rule.display()
-        )
-    })
 }
 
 /// Per thread, the functions entered in order, as the function tracer's
@@ -96,7 +92,7 @@ fn aarch64_function_tracer_sees_every_entry() {
         Ok(path) => path,
         Err(why) => return common::skip(test, &why),
     };
-    if let Some(why) = no_binfmt() {
+    if let Some(why) = foreign::no_binfmt(&AARCH64) {
         return common::skip(test, &why);
     }
     let work = Work::new("foreign-record-aarch64");
@@ -184,6 +180,8 @@ fn aarch64_function_tracer_sees_every_entry() {
     }
 }
 
+/// Recording values (`-A`, `-R`, `-a`) and library calls are not built
+/// for AArch64: one line, exit 1, no data directory.
 #[test]
 fn aarch64_record_says_what_is_not_built() {
     let test = "aarch64_record_says_what_is_not_built";
@@ -206,22 +204,13 @@ fn aarch64_record_says_what_is_not_built() {
     );
     let data = work.path("x.data");
     let exe = exe.to_str().unwrap();
-    let cases: [(&[&str], &str); 4] = [
-        (&[], "the function_graph tracer is not built for AArch64 yet"),
-        (
-            &["--tracer", "profile"],
-            "the profile tracer is not built for AArch64 yet",
-        ),
-        (
-            &["--tracer", "function", "-A", "leaf@arg1"],
-            "recording arguments and return values is not built for AArch64",
-        ),
-        (
-            &["--tracer", "function", "-a"],
-            "recording arguments and return values is not built for AArch64",
-        ),
-    ];
-    for (options, said) in cases {
+    let not_built = "recording arguments and return values is not built for AArch64";
+    let cases: [&[&str]; 3] = [&["-A", "leaf@arg1"], &["-R", "leaf@retval"], &["-a"]];
+    let libcalls: (&[&str], &str) = (
+        &["--nest-libcall"],
+        "tracing library calls (--nest-libcall) is not built for AArch64 yet",
+    );
+    for (options, said) in cases.into_iter().map(|o| (o, not_built)).chain([libcalls]) {
         let mut cmd = foreign::command(&AARCH64, &fntrace_a64);
         cmd.env_remove("FNTRACE_RUNTIME")
             .arg("record")
@@ -254,7 +243,7 @@ fn aarch64_live_patching_under_load() {
         Ok(path) => path,
         Err(why) => return common::skip(test, &why),
     };
-    if let Some(why) = no_binfmt() {
+    if let Some(why) = foreign::no_binfmt(&AARCH64) {
         return common::skip(test, &why);
     }
     let runtime_dir = fntrace_a64.parent().unwrap().display().to_string();
@@ -323,4 +312,99 @@ fn aarch64_live_patching_under_load() {
             eprintln!("{form}: {line}");
         }
     }
+}
+
+/// The golden programs of `e2e.rs` on AArch64, with the default tracer
+/// (function_graph: returns hijacked through `x30`, or the `-pg` frame
+/// record): `replay` and `report` of the recording, made by the AArch64
+/// runtime under qemu and read by the x86-64 fntrace, normalised, equal
+/// the same expected files as on x86-64 — recursion, `longjmp`, threads
+/// and a C++ exception through traced frames included.
+#[test]
+fn aarch64_golden_programs() {
+    let test = "aarch64_golden_programs";
+    let fntrace_a64 = match foreign::fntrace_for(&AARCH64) {
+        Ok(path) => path,
+        Err(why) => return common::skip(test, &why),
+    };
+    if let Some(why) = foreign::no_binfmt(&AARCH64) {
+        return common::skip(test, &why);
+    }
+    let work = Work::new("foreign-golden-aarch64");
+    // (name, C++, link flags, exit status)
+    let programs_: [(&str, bool, &[&str], i32); 5] = [
+        ("nested", false, &[], 0),
+        ("recursion", false, &[], 5),
+        ("longjmp", false, &[], 0),
+        ("threads", false, &["-pthread"], 0),
+        ("cxx_exception", true, &[], 0),
+    ];
+    let mut problems = Vec::new();
+    for (name, cxx, libs, status) in programs_ {
+        let compiler = if cxx { AARCH64.cxx } else { AARCH64.linker };
+        let source = programs().join(format!("e2e/{name}.{}", if cxx { "cc" } else { "c" }));
+        for (form, flags) in FORMS {
+            let exe = work.path(&format!("{name}-{form}"));
+            let mut all = vec![
+                "-O0",
+                "-fno-omit-frame-pointer",
+                source.to_str().unwrap(),
+                "-o",
+                exe.to_str().unwrap(),
+            ];
+            all.extend(flags);
+            all.extend(libs);
+            cc(compiler, &all);
+            let plain = run(Command::new(&exe).current_dir(&work.dir), DEADLINE);
+            assert_eq!(plain.status.code(), Some(status), "{name} ({form}), untraced");
+            let data = work.path(&format!("{name}-{form}.data"));
+            let mut cmd = foreign::command(&AARCH64, &fntrace_a64);
+            cmd.current_dir(&work.dir)
+                .env_remove("FNTRACE_RUNTIME")
+                // The default: library calls are not asked for there.
+                .args(["record", "-o"])
+                .arg(&data)
+                .arg("--")
+                .arg(&exe);
+            let out = run(&mut cmd, DEADLINE);
+            let stderr = text(&out.stderr);
+            let said: Vec<&str> = stderr.lines().filter(|l| !qemu_noise(l)).collect();
+            let what = format!("{name} ({form})");
+            if !said.is_empty() {
+                problems.push(format!("{what}: record said {said:?}"));
+            }
+            if out.status.code() != Some(status) || text(&out.stdout) != text(&plain.stdout) {
+                problems.push(format!(
+                    "{what}: traced run differs: {:?} {:?} (untraced {:?})",
+                    out.status,
+                    text(&out.stdout),
+                    text(&plain.stdout)
+                ));
+                continue;
+            }
+            let data = data.to_str().unwrap();
+            let replay = fntrace_output(&["replay", "--color", "never", data]);
+            let report = fntrace_output(&["report", "--json", data]);
+            let checks = [
+                (
+                    format!("{name}.expected"),
+                    Replay::parse(&text(&replay.stdout)).canonical(),
+                ),
+                (
+                    format!("{name}.report.expected"),
+                    report_counts(&text(&report.stdout)),
+                ),
+            ];
+            for (file, actual) in checks {
+                let expected = std::fs::read_to_string(expected_path(&file)).unwrap();
+                if expected != actual {
+                    problems.push(format!(
+                        "{what}: differs from {file}:\n{}",
+                        diff(&expected, &actual)
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }

@@ -17,6 +17,13 @@
 //! parent's directory, and the threads of a process are compared as a
 //! multiset of sequences.
 //!
+//! The AArch64 styles (`aarch64-patchable`: `-fpatchable-function-entry=2`;
+//! `aarch64-mcount`: `-pg`) build with the cross gcc and g++, against an
+//! AArch64 truth, and run under qemu-user through binfmt_misc with the
+//! AArch64 runtime (`fntrace_testkit::cross`, Debian's Rust): every program
+//! but `fork`, which qemu-user itself cannot run traced
+//! ([`NOT_UNDER_QEMU`]).
+//!
 //! Then the tracer's options, on one style (`gcc -pg -mfentry`): the
 //! `function` and `profile` tracers, `FNTRACE_DEPTH`,
 //! `FNTRACE_GRAPH_FUNCTION`, `FNTRACE_TIME_FILTER`, the `trace_on` and
@@ -41,6 +48,7 @@ use fntrace_filter::demangle::demangle;
 use fntrace_format::{EventKind, Process, Trace};
 
 use common::{include, programs, run, runtime};
+use fntrace_testkit::cross::{self, Machine, AARCH64};
 
 /// The longest any one run may take.
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -150,7 +158,19 @@ struct Style {
     lib_flags: &'static [&'static str],
     /// Environment of every run (traced or not).
     env: &'static [(&'static str, &'static str)],
+    /// The machine it builds for, if not this one: its programs run under
+    /// qemu-user through binfmt_misc, with its runtime and its truth.
+    machine: Option<&'static Machine>,
 }
+
+/// Programs not run for another machine's styles, and why: what qemu-user
+/// cannot run, with or without fntrace.
+const NOT_UNDER_QEMU: &[(&str, &str)] = &[(
+    "fork",
+    "qemu-user 7.2 (Debian 12) aborts a forked child of a threaded program that starts a thread \
+     (qemu_plugin_vcpu_init_hook: assertion failed), fntrace or not; the runtime's writer thread \
+     makes every traced program threaded",
+)];
 
 const GCC: &[&str] = &["gcc"];
 const GXX: &[&str] = &["g++"];
@@ -165,6 +185,7 @@ const STYLES: &[Style] = &[
         flags: &["-pg", "-mfentry", "-mrecord-mcount"],
         lib_flags: &["-pg", "-mfentry", "-mrecord-mcount"],
         env: &[],
+        machine: None,
     },
     Style {
         name: "gcc-patchable",
@@ -173,6 +194,7 @@ const STYLES: &[Style] = &[
         flags: &["-fpatchable-function-entry=5"],
         lib_flags: &["-fpatchable-function-entry=5"],
         env: &[],
+        machine: None,
     },
     Style {
         name: "gcc-mcount",
@@ -181,6 +203,7 @@ const STYLES: &[Style] = &[
         flags: &["-pg"],
         lib_flags: &["-pg"],
         env: &[],
+        machine: None,
     },
     Style {
         name: "clang-patchable",
@@ -189,6 +212,7 @@ const STYLES: &[Style] = &[
         flags: &["-fpatchable-function-entry=5"],
         lib_flags: &["-fpatchable-function-entry=5"],
         env: &[],
+        machine: None,
     },
     Style {
         name: "clang-xray",
@@ -197,6 +221,25 @@ const STYLES: &[Style] = &[
         flags: &["-fxray-instrument", "-fxray-instruction-threshold=1"],
         lib_flags: &["-fxray-instrument", "-fxray-instruction-threshold=1"],
         env: &[("XRAY_OPTIONS", "patch_premain=false")],
+        machine: None,
+    },
+    Style {
+        name: "aarch64-patchable",
+        cc: &["aarch64-linux-gnu-gcc"],
+        cxx: &["aarch64-linux-gnu-g++"],
+        flags: &["-fpatchable-function-entry=2"],
+        lib_flags: &["-fpatchable-function-entry=2"],
+        env: &[],
+        machine: Some(&AARCH64),
+    },
+    Style {
+        name: "aarch64-mcount",
+        cc: &["aarch64-linux-gnu-gcc"],
+        cxx: &["aarch64-linux-gnu-g++"],
+        flags: &["-pg"],
+        lib_flags: &["-pg"],
+        env: &[],
+        machine: Some(&AARCH64),
     },
     Style {
         // Nothing for tracing (#19): the program's functions traced through
@@ -208,6 +251,7 @@ const STYLES: &[Style] = &[
         flags: &[],
         lib_flags: &[],
         env: &[("FNTRACE_FILTER", "*,*:mod:libplug")],
+        machine: None,
     },
     Style {
         name: "gcc-fentry-return",
@@ -232,6 +276,7 @@ const STYLES: &[Style] = &[
             "-mrecord-return",
         ],
         env: &[],
+        machine: None,
     },
 ];
 
@@ -274,12 +319,25 @@ struct Built {
 /// Every program built every way.
 struct Builds {
     root: PathBuf,
-    /// By program name: the truth.
-    truth: BTreeMap<&'static str, Result<Built, String>>,
+    /// By machine ([`machine_key`]), then program name: the truth.
+    truth: BTreeMap<(&'static str, &'static str), Result<Built, String>>,
     /// By style name, then program name; `Err` for a build that failed;
     /// a style without its compiler is missing (with a note in `skipped`).
     styles: BTreeMap<&'static str, BTreeMap<&'static str, Result<Built, String>>>,
     skipped: BTreeMap<&'static str, String>,
+}
+
+/// The key of a machine's builds: its Rust target, or `native`.
+fn machine_key(machine: Option<&'static Machine>) -> &'static str {
+    machine.map_or("native", |m| m.target)
+}
+
+/// The C and C++ compilers of a machine's truth.
+fn truth_compilers(machine: Option<&'static Machine>) -> (&'static str, &'static str) {
+    match machine {
+        None => ("gcc", "g++"),
+        Some(m) => (m.linker, m.cxx),
+    }
 }
 
 fn golden_sources() -> PathBuf {
@@ -337,6 +395,13 @@ fn scratch_root() -> PathBuf {
     root
 }
 
+/// What a compile job builds: a machine's truth, or a style's program.
+#[derive(Debug, Clone, Copy)]
+enum Key {
+    Truth(&'static str),
+    Style(&'static str),
+}
+
 /// One compile job: the library first when there is one, then the program.
 struct Job {
     compiler: &'static str,
@@ -356,41 +421,53 @@ fn build_all() -> Builds {
     let inc = format!("-I{}", src.display());
     let inc2 = format!("-I{}", include().display());
 
-    // The truth's hooks: a library without instrumentation.
-    let truth_dir = root.join("truth");
-    std::fs::create_dir_all(&truth_dir).unwrap();
-    let cyg = compile(
-        "gcc",
-        &[
-            "-O1".into(),
-            "-shared".into(),
-            "-fPIC".into(),
-            src.join("cyg.c").display().to_string(),
-            "-o".into(),
-            truth_dir.join("libcyg.so").display().to_string(),
-            "-ldl".into(),
-            "-pthread".into(),
-        ],
-        &truth_dir,
-    );
-    if let Err(e) = &cyg {
-        panic!("the truth's hooks do not build: {e}");
+    // The truth's hooks, per machine a style builds for: a library
+    // without instrumentation.
+    let mut machines: Vec<Option<&'static Machine>> = vec![None];
+    for style in STYLES {
+        if !machines.contains(&style.machine) {
+            machines.push(style.machine);
+        }
     }
-    let cyg_link = vec![
-        format!("-L{}", truth_dir.display()),
-        "-lcyg".to_string(),
-        format!("-Wl,-rpath,{}", truth_dir.display()),
-    ];
-
-    // (style, or None for the truth; program; job)
-    type Pending = (
-        Option<&'static str>,
-        &'static Program,
-        Result<(Job, Built), String>,
-    );
-    type Done = (Option<&'static str>, &'static str, Result<Built, String>);
-    let mut jobs: Vec<Pending> = Vec::new();
+    let mut truth_dirs = Vec::new();
     let mut skipped = BTreeMap::new();
+    for machine in machines {
+        let key = machine_key(machine);
+        let truth_dir = root.join(format!("truth-{key}"));
+        std::fs::create_dir_all(&truth_dir).unwrap();
+        let (cc, _) = truth_compilers(machine);
+        let cyg = compile(
+            cc,
+            &[
+                "-O1".into(),
+                "-shared".into(),
+                "-fPIC".into(),
+                src.join("cyg.c").display().to_string(),
+                "-o".into(),
+                truth_dir.join("libcyg.so").display().to_string(),
+                "-ldl".into(),
+                "-pthread".into(),
+            ],
+            &truth_dir,
+        );
+        match (cyg, machine) {
+            (Ok(()), _) => truth_dirs.push((machine, truth_dir)),
+            (Err(e), None) => panic!("the truth's hooks do not build: {e}"),
+            (Err(e), Some(_)) => {
+                for style in STYLES.iter().filter(|s| s.machine == machine) {
+                    skipped.insert(
+                        style.name,
+                        format!("the truth's hooks do not build with {cc}: {e}"),
+                    );
+                }
+            }
+        }
+    }
+
+    // (what is built; program; job)
+    type Pending = (Key, &'static Program, Result<(Job, Built), String>);
+    type Done = (Key, &'static str, Result<Built, String>);
+    let mut jobs: Vec<Pending> = Vec::new();
     let make = |dir: &Path,
                 compiler: &'static str,
                 p: &'static Program,
@@ -438,16 +515,35 @@ fn build_all() -> Builds {
         )
     };
 
-    for p in PROGRAMS {
-        let compiler = if p.lang == Lang::C { "gcc" } else { "g++" };
-        let flags = ["-finstrument-functions"];
-        jobs.push((
-            None,
-            p,
-            Ok(make(&truth_dir, compiler, p, &flags, &flags, &cyg_link)),
-        ));
+    for (machine, truth_dir) in &truth_dirs {
+        let (cc, cxx) = truth_compilers(*machine);
+        let cyg_link = vec![
+            format!("-L{}", truth_dir.display()),
+            "-lcyg".to_string(),
+            format!("-Wl,-rpath,{}", truth_dir.display()),
+        ];
+        for p in PROGRAMS {
+            let compiler = if p.lang == Lang::C { cc } else { cxx };
+            let flags = ["-finstrument-functions"];
+            jobs.push((
+                Key::Truth(machine_key(*machine)),
+                p,
+                Ok(make(truth_dir, compiler, p, &flags, &flags, &cyg_link)),
+            ));
+        }
     }
     for style in STYLES {
+        if skipped.contains_key(style.name) {
+            continue;
+        }
+        // Another machine's style needs its fntrace and runtime, and its
+        // programs must run as if native.
+        if let Some(m) = style.machine {
+            if let Some(why) = cross::runtime_for(m).err().or_else(|| cross::no_binfmt(m)) {
+                skipped.insert(style.name, why);
+                continue;
+            }
+        }
         let dir = root.join(style.name);
         std::fs::create_dir_all(&dir).unwrap();
         let (cc, cxx) = (find_compiler(style.cc), find_compiler(style.cxx));
@@ -471,7 +567,7 @@ fn build_all() -> Builds {
                 Some(c) => Ok(make(&dir, c, p, style.flags, style.lib_flags, &[])),
                 None => Err(format!("none of {:?} found", style.cxx)),
             };
-            jobs.push((Some(style.name), p, job));
+            jobs.push((Key::Style(style.name), p, job));
         }
     }
 
@@ -505,10 +601,10 @@ fn build_all() -> Builds {
     };
     for (key, name, result) in results.into_inner().unwrap() {
         match key {
-            None => {
-                builds.truth.insert(name, result);
+            Key::Truth(machine) => {
+                builds.truth.insert((machine, name), result);
             }
-            Some(style) => {
+            Key::Style(style) => {
                 builds.styles.entry(style).or_default().insert(name, result);
             }
         }
@@ -587,7 +683,8 @@ fn symbols(file: &Path) -> &'static BTreeMap<u64, String> {
         let (Some(addr), Some(kind), Some(name)) = (w.next(), w.next(), w.next()) else {
             continue;
         };
-        if !matches!(kind, "T" | "t" | "W" | "w") {
+        // `$x` and `$d` are AArch64's mapping symbols, not functions.
+        if !matches!(kind, "T" | "t" | "W" | "w") || name.starts_with('$') {
             continue;
         }
         if let Ok(addr) = u64::from_str_radix(addr, 16) {
@@ -634,8 +731,8 @@ struct TruthRun {
     output: Output,
 }
 
-fn truth_run(p: &Program, args: &[String]) -> TruthRun {
-    let built = match &builds().truth[p.name] {
+fn truth_run(p: &Program, args: &[String], machine: &'static str) -> TruthRun {
+    let built = match &builds().truth[&(machine, p.name)] {
         Ok(b) => b.clone(),
         Err(e) => panic!("the truth of {} does not build: {e}", p.name),
     };
@@ -644,7 +741,7 @@ fn truth_run(p: &Program, args: &[String]) -> TruthRun {
     } else {
         args.to_vec()
     };
-    let dir = run_dir(&format!("truth-{}", p.name));
+    let dir = run_dir(&format!("truth-{machine}-{}", p.name));
     let log = dir.join("cyg");
     std::fs::create_dir_all(&log).unwrap();
     let log_s = log.display().to_string();
@@ -762,7 +859,12 @@ fn traced_run(built: &Built, style: &Style, args: &[String], env: &[(&str, &str)
     ));
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
-    let preload = runtime().display().to_string();
+    let preload = match style.machine {
+        Some(m) => cross::runtime_for(m).expect("built with the style"),
+        None => runtime(),
+    }
+    .display()
+    .to_string();
     let data_s = data.display().to_string();
     // The truths are the programs' own functions (the -finstrument-functions
     // logs): their calls into libc are left out (library calls have their
@@ -1032,7 +1134,7 @@ fn skip(what: &str, why: &str) {
 fn golden_args(name: &str, args: &[&str]) {
     let p = program(name);
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let mut truth = truth_run(p, &args);
+    let mut truths: BTreeMap<&'static str, TruthRun> = BTreeMap::new();
     let mut failures = Vec::new();
     let mut passed = Vec::new();
     for style in STYLES {
@@ -1055,6 +1157,18 @@ fn golden_args(name: &str, args: &[&str]) {
                 continue;
             }
         };
+        if let Some((_, why)) = NOT_UNDER_QEMU
+            .iter()
+            .find(|(n, _)| *n == p.name)
+            .filter(|_| style.machine.is_some())
+        {
+            eprintln!("golden {name} [{}]: not run under qemu: {why}", style.name);
+            continue;
+        }
+        let machine = machine_key(style.machine);
+        let truth = truths
+            .entry(machine)
+            .or_insert_with(|| truth_run(p, &args, machine));
         let plain = plain_run(built, style, &args);
         let mut problems = Vec::new();
         if plain.stdout != truth.output.stdout || plain.status.code() != truth.output.status.code() {
@@ -1270,7 +1384,7 @@ fn call_counts<'a>(seqs: impl IntoIterator<Item = &'a Vec<String>>) -> BTreeMap<
 #[test]
 fn function_tracer_entries_name_their_callers() {
     let p = program("recursion");
-    let truth = truth_run(p, &["8".to_string()]);
+    let truth = truth_run(p, &["8".to_string()], "native");
     let traced = option_run("recursion", &["8"], &[("FNTRACE_TRACER", "function")]);
     let keep = compared_names(&truth.names, &traced.names);
 
@@ -1334,7 +1448,7 @@ fn profile_counts_every_call() {
     ] {
         let p = program(name);
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let truth = truth_run(p, &args);
+        let truth = truth_run(p, &args, "native");
         for style in STYLES {
             let Some(Ok(built)) = builds().styles.get(style.name).and_then(|m| m.get(name)) else {
                 eprintln!("profile {name}: style {} skipped", style.name);
@@ -1439,7 +1553,7 @@ fn fib_calls(n: u64) -> u64 {
 #[test]
 fn depth_two_records_two_levels() {
     let p = program("recursion");
-    let truth = truth_run(p, &["10".to_string()]);
+    let truth = truth_run(p, &["10".to_string()], "native");
     let traced = option_run("recursion", &["10"], &[("FNTRACE_DEPTH", "2")]);
     let keep = compared_names(&truth.names, &traced.names);
     let want: Vec<String> = with_depth(single_thread(&truth))
@@ -1461,7 +1575,7 @@ fn depth_two_records_two_levels() {
 #[test]
 fn graph_function_records_only_beneath_it() {
     let p = program("recursion");
-    let truth = truth_run(p, &["6".to_string()]);
+    let truth = truth_run(p, &["6".to_string()], "native");
     let traced = option_run("recursion", &["6"], &[("FNTRACE_GRAPH_FUNCTION", "is_even")]);
     let keep = compared_names(&truth.names, &traced.names);
     let mut want = Vec::new();
@@ -1522,7 +1636,7 @@ fn position(seq: &[String], event: &str) -> usize {
 #[test]
 fn trigger_trace_on_starts_at_the_function() {
     let p = program("recursion");
-    let truth = truth_run(p, &["6".to_string()]);
+    let truth = truth_run(p, &["6".to_string()], "native");
     let traced = option_run("recursion", &["6"], &[("FNTRACE_TRIGGERS", "is_even@trace_on")]);
     let keep = compared_names(&truth.names, &traced.names);
     let all = comparable(single_thread(&truth), &keep);
@@ -1549,7 +1663,7 @@ fn trigger_trace_on_starts_at_the_function() {
 #[test]
 fn trigger_trace_off_stops_at_the_function() {
     let p = program("recursion");
-    let truth = truth_run(p, &["6".to_string()]);
+    let truth = truth_run(p, &["6".to_string()], "native");
     let traced = option_run("recursion", &["6"], &[("FNTRACE_TRIGGERS", "is_even@trace_off")]);
     let keep = compared_names(&truth.names, &traced.names);
     let all = comparable(single_thread(&truth), &keep);
@@ -1635,7 +1749,7 @@ fn tiny_buffer_accounts_for_every_event() {
 #[test]
 fn flight_recorder_keeps_the_last_events() {
     let p = program("recursion");
-    let truth = truth_run(p, &["20".to_string()]);
+    let truth = truth_run(p, &["20".to_string()], "native");
     let traced = option_run("recursion", &["20"], &[("FNTRACE_FLIGHT", "64K")]);
     let keep = compared_names(&truth.names, &traced.names);
     let all = comparable(single_thread(&truth), &keep);

@@ -5,10 +5,12 @@
 //! `readelf -x`, `llvm-xray extract`: [`truth`]), and the comparison of a
 //! listing with them ([`check`]); the independent counts of calls that
 //! traces are compared with (valgrind's callgrind: [`callgrind`]; the
-//! hooks of a `-finstrument-functions` build: [`enters`]). Tests only.
+//! hooks of a `-finstrument-functions` build: [`enters`]); fntrace and its
+//! runtime built for another machine ([`cross`]). Tests only.
 
 pub mod callgrind;
 pub mod check;
+pub mod cross;
 pub mod enters;
 pub mod truth;
 

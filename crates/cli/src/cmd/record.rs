@@ -302,17 +302,16 @@ pub fn settings(request: &Request, dir: &Path) -> Settings {
     }
 }
 
-/// Refuses what the runtime of this build cannot record yet: on AArch64
-/// the function tracer is the one built, without values
-/// (`docs/CROSS.md`).
+/// Refuses what the runtime of this build cannot record yet: on AArch64,
+/// values and library calls (`docs/CROSS.md`; by default library calls
+/// are not asked for there).
 fn check_supported(request: &Request) -> anyhow::Result<()> {
     if cfg!(target_arch = "x86_64") {
         return Ok(());
     }
-    if request.tracer != Tracer::Function {
+    if request.options.libcall != fntrace_format::settings::Libcall::None {
         anyhow::bail!(
-            "the {} tracer is not built for {} yet: record with --tracer function",
-            request.tracer.as_str(),
+            "tracing library calls (--nest-libcall) is not built for {} yet",
             native_machine()
         );
     }

@@ -10,6 +10,7 @@ pub mod check;
 pub mod counts;
 pub mod foreign;
 pub mod functions;
+pub mod golden;
 pub mod objects;
 pub mod procs;
 pub mod readers;

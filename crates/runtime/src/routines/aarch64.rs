@@ -7,7 +7,10 @@
 //!   address (the kernel's arm64 `ftrace_caller` convention). The routine
 //!   leaves with `x30 = x9` and returns to the site: a callback that
 //!   changed the saved `x9` (the return slot it is given) changes where
-//!   the function returns.
+//!   the function returns. That slot lives only while the routine runs,
+//!   so it is given tagged with [`IN_REGISTER`], and it lies
+//!   [`SLOT_BELOW_SP`] bytes below the stack pointer the function was
+//!   entered with (which its return restores): the call's identity.
 //! - `mcount`: reached from a `-pg` site's `bl _mcount` after the
 //!   prologue; the function's return address is in its frame record,
 //!   `[x29, #8]`, which is the return slot.
@@ -37,6 +40,14 @@ pub struct Regs {
     /// Padding (keeps the frame 16-byte aligned).
     pub pad: u64,
 }
+
+/// The tag of a return slot that holds the function's return address only
+/// while the routine runs (entry sites: the function has it in `x30`).
+pub const IN_REGISTER: usize = 1;
+
+/// How far below the stack pointer at a function's entry the entry routine
+/// keeps its return address (`x9`, at 88 in its 416-byte frame).
+pub const SLOT_BELOW_SP: usize = 416 - 88;
 
 /// Where the routines keep `q0`-`q7`, from the frame's start.
 const VECS_OFFSET: usize = 16 + std::mem::size_of::<Regs>();
@@ -72,7 +83,7 @@ global_asm!(
     ldr x1, [x4]
     .else
     mov x1, x9
-    add x4, sp, #88
+    add x4, sp, #88 + {in_register}
     .endif
     .if \regs
     stp x10, x11, [sp, #96]
@@ -113,6 +124,9 @@ global_asm!(
     ldp x4, x5, [sp, #48]
     ldp x6, x7, [sp, #64]
     ldp x8, x9, [sp, #80]
+    // No copy of a hijacked return address stays in the dead frame (an
+    // unwinder's restore looks for them on the stack).
+    str xzr, [sp, #88]
     ldr x29, [sp]
     add sp, sp, #416
     .if \mcount
@@ -131,6 +145,7 @@ global_asm!(
     FNTRACE_A64_ROUTINE fntrace_mcount_regs, 1, 8, 1
 "#,
     vecs = const VECS_OFFSET,
+    in_register = const IN_REGISTER,
 );
 
 /// Nothing to detect: every AArch64 CPU has the registers kept.

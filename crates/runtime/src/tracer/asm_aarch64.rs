@@ -4,9 +4,9 @@
 //! routines (`routines_aarch64.rs`).
 //!
 //! The return trampoline keeps the return registers (`x0`-`x8`, `q0`-`q7`)
-//! and asks `graph_return` where to go, with the return slot its entry
-//! routine gave the callback: `sp` at the function's entry (which its
-//! return restores) less [`SLOT_BELOW_SP`].
+//! and asks `graph_return_at` where to go, with the stack pointer the
+//! function returned with: the one it was entered with, which identifies
+//! the call (`retslot.rs`).
 
 use std::arch::global_asm;
 use std::cell::Cell;
@@ -20,10 +20,6 @@ use super::graph;
 /// `x0`-`x8` and a word of padding), which `graph_return` reads `q0`
 /// from.
 pub const RETURN_VECS: usize = 80;
-
-/// How far below the stack pointer at a function's entry the entry routine
-/// keeps its return address (`x9`, at 88 in its 416-byte frame).
-const SLOT_BELOW_SP: usize = 416 - 88;
 
 global_asm!(
     r#"
@@ -47,7 +43,6 @@ fntrace_return_to_handler:
     stp q4, q5, [sp, #{vecs} + 64]
     stp q6, q7, [sp, #{vecs} + 96]
     add x0, sp, #224
-    sub x0, x0, #{below}
     mov x1, sp
     bl {graph_return}
     mov x30, x0
@@ -68,8 +63,7 @@ fntrace_return_to_handler:
 fntrace_returns_end:
 "#,
     vecs = const RETURN_VECS,
-    below = const SLOT_BELOW_SP,
-    graph_return = sym graph::graph_return,
+    graph_return = sym graph::graph_return_at,
 );
 
 extern "C" {

@@ -25,6 +25,7 @@
 use fntrace_format::event::{self, Kind};
 
 use super::fids::{self, DEPTH, GRAPH, HAS_EXIT, NOTRACE, TRACE_OFF, TRACE_ON};
+use super::retslot;
 use super::thread::{
     self, Frame, Owner, F_DEPTH, F_FORCED, F_GRAPH, F_HIJACKED, F_NOTRACE, F_RESTORED, SHADOW,
 };
@@ -73,7 +74,7 @@ pub unsafe extern "C" fn graph_entry(
     let Some(mut t) = thread::enter() else { return };
     let now = clock::now();
     let fid = fids::of_ip(ip);
-    let slot = slot as usize;
+    let (slot, word, how) = retslot::split(slot as usize);
     // A tail call by a traced function (its frame at the same slot, its
     // return hijacked) into a library function: a call the library-call
     // guard may not want, asked with the tail caller's module (strdup's
@@ -89,7 +90,7 @@ pub unsafe extern "C" fn graph_entry(
             }
         }
     }
-    drop_stale(&mut t, slot, now, true);
+    drop_stale(&mut t, slot, now, Some(word));
     let flags = fids::flags(fid);
     let values = (flags & fids::ARGS != 0 && !regs.is_null()).then(|| {
         // SAFETY: a non-null `regs` is the frame the regs routine built
@@ -97,7 +98,7 @@ pub unsafe extern "C" fn graph_entry(
         unsafe { entry_frame(regs, flags & fids::PLAIN != 0, slot) }
     });
     // SAFETY: `slot` is the traced function's return slot on this stack.
-    unsafe { enter_frame(&mut t, fid, slot, now, values.as_ref()) };
+    unsafe { enter_frame(&mut t, fid, (slot, word, how), now, values.as_ref()) };
     t.leave();
 }
 
@@ -179,7 +180,7 @@ pub unsafe extern "C" fn graph_exit(
     let now = clock::now();
     let fid = fids::of_ip(ip);
     let slot = slot as usize;
-    drop_stale(&mut t, slot, now, false);
+    drop_stale(&mut t, slot, now, None);
     if let Some(top) = t.top() {
         if top.slot == slot && top.fid == fid && top.flags & F_HIJACKED == 0 {
             // SAFETY: `ip` is the code right after the exit site, in a
@@ -291,11 +292,11 @@ fn gone_kind(f: &Frame) -> Kind {
 /// the same stack; a handler running on the alternate signal stack ends
 /// none of the frames it interrupted.
 #[inline]
-fn drop_stale(t: &mut Owner, slot: usize, now: u64, entry: bool) {
+fn drop_stale(t: &mut Owner, slot: usize, now: u64, entry: Option<usize>) {
     // The common cases, a frame of an outer call on top (or, at a return,
     // the returning call's): one look.
     if t.top_slot()
-        .is_none_or(|top| top > slot || (top == slot && !entry))
+        .is_none_or(|top| top > slot || (top == slot && entry.is_none()))
     {
         return;
     }
@@ -303,12 +304,15 @@ fn drop_stale(t: &mut Owner, slot: usize, now: u64, entry: bool) {
 }
 
 #[cold]
-fn drop_gone(t: &mut Owner, slot: usize, now: u64, entry: bool) {
+fn drop_gone(t: &mut Owner, slot: usize, now: u64, entry: Option<usize>) {
     let mut alt: Option<Option<(usize, usize, bool)>> = None;
     while let Some(top) = t.top() {
+        // At an entry, `entry` is the word holding the new call's return
+        // address: a frame at the same slot is the one tail-calling it
+        // only if that is the trampoline's address.
         let gone = top.slot < slot
-            // SAFETY: a slot at or above a live call's slot is live stack.
-            || (entry && top.slot == slot && !is_handler(unsafe { *(slot as *const usize) }));
+            // SAFETY: the entering call's return word, live.
+            || entry.is_some_and(|w| top.slot == slot && !is_handler(unsafe { *(w as *const usize) }));
         if !gone || top.slot == 0 {
             break;
         }
@@ -337,7 +341,13 @@ fn drop_gone(t: &mut Owner, slot: usize, now: u64, entry: bool) {
 /// trampoline's address as where to resume) still returns through the
 /// trampoline, which then finds it there.
 fn release(t: &mut Owner, f: &Frame, current: usize) {
-    if f.flags & F_HIJACKED == 0 || f.flags & F_RESTORED != 0 || f.slot == 0 || is_handler(f.orig) {
+    // A return address that was in a register (`retslot.rs`) has no slot
+    // to put it back in: the function kept it where it chose.
+    if f.flags & F_HIJACKED == 0
+        || f.flags & (F_RESTORED | retslot::F_IN_REGISTER) != 0
+        || f.slot == 0
+        || is_handler(f.orig)
+    {
         return;
     }
     let ours = sys::stack_pointer().saturating_sub(256)..current;
@@ -357,11 +367,20 @@ fn release(t: &mut Owner, f: &Frame, current: usize) {
     }
 }
 
-/// Opens a frame for `fid` if it is to be recorded.
+/// Opens a frame for `fid` if it is to be recorded; `(slot, word, how)`
+/// are the call's identity, the word holding its return address and
+/// their relation (`retslot::split`).
 ///
 /// # Safety
-/// `slot` is the return slot of the call being entered, on this stack.
-unsafe fn enter_frame(t: &mut Owner, fid: u32, slot: usize, now: u64, values: Option<&args::Frame>) {
+/// `word` holds the return address of the call being entered, on this
+/// stack.
+unsafe fn enter_frame(
+    t: &mut Owner,
+    fid: u32,
+    (slot, word, how): (usize, usize, u32),
+    now: u64,
+    values: Option<&args::Frame>,
+) {
     let cfg = config();
     let flags = fids::flags(fid);
     if !triggers(t, fid, now) {
@@ -399,14 +418,14 @@ unsafe fn enter_frame(t: &mut Owner, fid: u32, slot: usize, now: u64, values: Op
     if hijack {
         // SAFETY: the caller's slot holds the traced function's return
         // address; this thread alone uses it.
-        f.orig = unsafe { *(slot as *const usize) };
-        f.flags |= super::hijacked_flags(fid);
+        f.orig = unsafe { *(word as *const usize) };
+        f.flags |= super::hijacked_flags(fid) | how;
     }
     if flags & NOTRACE != 0 {
         // Hidden with its callees: a frame only to know when it ends.
         t.hidden += 1;
         f.flags |= F_NOTRACE;
-        push_hijacked(t, f, hijack);
+        push_hijacked(t, f, hijack.then_some(word));
         return;
     }
     if flags & GRAPH != 0 {
@@ -418,7 +437,7 @@ unsafe fn enter_frame(t: &mut Owner, fid: u32, slot: usize, now: u64, values: Op
         f.flags |= F_DEPTH;
     }
     t.recorded += 1;
-    push_hijacked(t, f, hijack);
+    push_hijacked(t, f, hijack.then_some(word));
     match cfg.kind {
         Tracer::Profile => profile::enter(t, fid),
         _ if cfg.time_filter == 0 => match (values, fids::spec(fid)) {
@@ -433,12 +452,12 @@ unsafe fn enter_frame(t: &mut Owner, fid: u32, slot: usize, now: u64, values: Op
 
 /// Pushes `f`, then (with `hijack`) puts the trampoline in its slot: a
 /// frame is on the shadow stack before its return can need it.
-fn push_hijacked(t: &mut Owner, f: Frame, hijack: bool) {
+fn push_hijacked(t: &mut Owner, f: Frame, word: Option<usize>) {
     t.push_frame(f);
-    if hijack {
-        // SAFETY: the traced function's return slot, whose address `f.orig`
-        // was read from; this thread alone uses it.
-        unsafe { *(f.slot as *mut usize) = handler(f.fid) };
+    if let Some(word) = word {
+        // SAFETY: the word holding the traced function's return address,
+        // which `f.orig` was read from; this thread alone uses it.
+        unsafe { *(word as *mut usize) = handler(f.fid) };
     }
 }
 
@@ -489,12 +508,40 @@ fn close_with(t: &mut Owner, f: Frame, kind: Kind, now: u64, ret: Option<&args::
 
 /// Called by the return trampoline with the slot the traced function
 /// returned from: closes its frame and gives the real return address.
+#[cfg(target_arch = "x86_64")]
 pub extern "C" fn graph_return(slot: usize, saved: *const u64) -> usize {
+    let Some((t, was)) = thread::for_return() else {
+        lost_return();
+    };
+    returned(t, was, slot, saved)
+}
+
+/// Called by the AArch64 return trampoline with the stack pointer the
+/// traced function returned with (`retslot.rs`): the call returning is the
+/// outermost of the frames on top at or below it — a call entered at that
+/// stack pointer, or whose return slot (a `-pg` frame record) lies below
+/// it; deeper frames are gone.
+#[cfg(target_arch = "aarch64")]
+pub extern "C" fn graph_return_at(sp: usize, saved: *const u64) -> usize {
     let Some((mut t, was)) = thread::for_return() else {
         lost_return();
     };
+    let mut slot = sp;
+    for i in (0..t.depth()).rev() {
+        let s = t.frame(i).slot;
+        if s > sp {
+            break;
+        }
+        slot = s;
+    }
+    returned(t, was, slot, saved)
+}
+
+/// Ends the call at `slot` that returned into a trampoline (whose save
+/// area is `saved`), and gives its real return address.
+fn returned(mut t: Owner, was: usize, slot: usize, saved: *const u64) -> usize {
     let now = clock::now();
-    drop_stale(&mut t, slot, now, false);
+    drop_stale(&mut t, slot, now, None);
     if t.top_slot().is_some_and(|top| top != slot) {
         end_other_stacks(&mut t, slot, now);
     }
@@ -555,19 +602,18 @@ pub extern "C" fn restore_all(sp: usize, forced: bool) {
         return;
     };
     let now = clock::now();
-    drop_stale(&mut t, sp, now, false);
-    for i in 0..t.depth() {
+    drop_stale(&mut t, retslot::below(sp), now, None);
+    // Innermost first: each frame's words lie between the next deeper
+    // call's stack and its own slot (`retslot::put_back`).
+    let mut lo = sp;
+    for i in (0..t.depth()).rev() {
         let f = t.frame(i);
-        if f.flags & F_HIJACKED != 0 && f.flags & F_RESTORED == 0 {
-            let p = f.slot as *mut usize;
-            // SAFETY: frames at or above `sp` are live; the slot is written
+        if f.flags & F_HIJACKED != 0 && f.flags & F_RESTORED == 0 && !is_handler(f.orig) {
+            // SAFETY: frames at or above `sp` are live; a word is written
             // only where it still holds the trampoline's address.
-            unsafe {
-                if !is_handler(f.orig) && is_handler(*p) {
-                    *p = f.orig;
-                }
-            }
+            unsafe { retslot::put_back(f, lo, is_handler) };
         }
+        lo = lo.max(f.slot);
         // Frames with exit sites too: if the exception unwinds them, their
         // exit happened (cleanups ran), though no exit site saw it. A forced
         // unwind (`pthread_exit`) ends them without a return.
@@ -589,20 +635,18 @@ pub fn restore_for_walk() {
     let Some((mut t, was)) = thread::for_return() else {
         return;
     };
-    for i in 0..t.depth() {
+    let mut lo = sys::stack_pointer();
+    for i in (0..t.depth()).rev() {
         let f = t.frame(i);
+        let bound = lo;
+        lo = lo.max(f.slot);
         if f.flags & F_HIJACKED == 0 || f.flags & F_RESTORED != 0 || is_handler(f.orig) {
             continue;
         }
-        let p = f.slot as *mut usize;
         // SAFETY: every frame is above this walk (which runs below them
-        // all); a slot is written only where it holds the trampoline's
-        // address, which only its hijacked return slot holds.
-        unsafe {
-            if is_handler(*p) {
-                *p = f.orig;
-            }
-        }
+        // all); a word is written only where it holds the trampoline's
+        // address, which only a hijacked return address holds.
+        unsafe { retslot::put_back(f, bound, is_handler) };
         f.flags |= F_RESTORED | F_FORCED;
     }
     t.leave_to(was);
@@ -616,7 +660,7 @@ pub extern "C" fn catch(sp: usize) {
         return;
     };
     let now = clock::now();
-    drop_stale(&mut t, sp, now, false);
+    drop_stale(&mut t, retslot::below(sp), now, None);
     for i in 0..t.depth() {
         let f = t.frame(i);
         if f.flags & F_RESTORED == 0 {
@@ -629,14 +673,10 @@ pub extern "C" fn catch(sp: usize) {
             f.cell = profile::sink();
         }
         if f.flags & F_HIJACKED != 0 && !is_handler(f.orig) {
-            let p = f.slot as *mut usize;
             // SAFETY: the frame is above the catching frame's stack pointer:
-            // live; its slot holds the real address `restore_all` put back.
-            unsafe {
-                if *p == f.orig {
-                    *p = handler(f.fid);
-                }
-            }
+            // live; the real address `restore_all` put back is replaced only
+            // where it still is.
+            unsafe { retslot::hijack_again(f, handler(f.fid)) };
         }
     }
     t.leave_to(was);
@@ -653,20 +693,17 @@ pub fn thread_end(t: &mut Owner) {
     // the key destructors' caller running this) return later, with no
     // frame to return through: their return addresses are put back.
     let live = sys::thread_stack().map(|(_, end)| sp..end);
-    while let Some(top) = t.pop_frame() {
+    let mut lo = sp;
+    while let Some(mut top) = t.pop_frame() {
         let hijacked = top.flags & F_HIJACKED != 0 && top.flags & F_RESTORED == 0;
         if hijacked && live.as_ref().is_some_and(|l| l.contains(&top.slot)) {
-            let p = top.slot as *mut usize;
             // SAFETY: the slot lies in this thread's stack above this
-            // function's frame: a frame still live; a slot is written only
-            // where it holds a trampoline's address, which only its
-            // hijacked return slot holds.
-            unsafe {
-                if is_handler(*p) {
-                    *p = top.orig;
-                }
-            }
+            // function's frame: a frame still live; a word is written only
+            // where it holds a trampoline's address, which only a hijacked
+            // return address holds.
+            unsafe { retslot::put_back(&mut top, lo, is_handler) };
         }
+        lo = lo.max(top.slot);
         close(t, top, gone_kind(&top), now);
     }
 }

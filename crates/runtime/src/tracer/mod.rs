@@ -13,6 +13,7 @@ mod graph;
 mod process;
 pub use process::no_follow;
 mod profile;
+mod retslot;
 mod session;
 mod thread;
 mod unwind;
@@ -139,12 +140,6 @@ fn parse(settings: &Settings) -> Result<Parsed, String> {
             "recording arguments and return values is not built for this architecture yet (x86-64 only)"
                 .into(),
         );
-    }
-    if !cfg!(target_arch = "x86_64") && kind != Tracer::Function {
-        return Err(format!(
-            "the {} tracer is not built for this architecture yet: use the function tracer (fntrace record --tracer function)",
-            kind.name()
-        ));
     }
     let args = if kind != Tracer::Profile {
         args::Specs {
