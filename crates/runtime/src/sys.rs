@@ -304,6 +304,36 @@ pub fn flush_icache(start: usize, len: usize) {
     let _ = (start, len);
 }
 
+/// `v` without a pointer authentication code (`XPACLRI`, a hint: on a CPU
+/// without pointer authentication a NOP, and `v` has none).
+#[cfg(target_arch = "aarch64")]
+#[inline]
+pub fn strip_pac(v: usize) -> usize {
+    let out: usize;
+    // SAFETY: XPACLRI only rewrites x30, given and taken back here.
+    unsafe { std::arch::asm!("hint #7", inout("x30") v => out, options(nomem, nostack, preserves_flags)) };
+    out
+}
+
+/// `v` signed with key A and `modifier`, as `PACIASP` signs a return
+/// address with the stack pointer (`PACIA1716`, a hint: a NOP without
+/// pointer authentication).
+#[cfg(target_arch = "aarch64")]
+#[inline]
+pub fn sign_pac(v: usize, modifier: usize) -> usize {
+    let out: usize;
+    // SAFETY: PACIA1716 only rewrites x17 from x17 and x16, given here.
+    unsafe {
+        std::arch::asm!(
+            "hint #8",
+            inout("x17") v => out,
+            in("x16") modifier,
+            options(nomem, nostack, preserves_flags)
+        )
+    };
+    out
+}
+
 /// The stack pointer of the caller (close enough: a few words below it).
 #[inline(always)]
 pub fn stack_pointer() -> usize {

@@ -81,6 +81,11 @@ global_asm!(
     ldr x4, [sp]
     add x4, x4, #8
     ldr x1, [x4]
+    // Without its pointer authentication code, if signed (XPACLRI, a
+    // hint: a NOP on CPUs without it); x30 is the ip's copy, kept in x0.
+    mov x30, x1
+    hint #7
+    mov x1, x30
     .else
     mov x1, x9
     add x4, sp, #88 + {in_register}

@@ -98,7 +98,7 @@ pub unsafe extern "C" fn graph_entry(
         unsafe { entry_frame(regs, flags & fids::PLAIN != 0, slot) }
     });
     // SAFETY: `slot` is the traced function's return slot on this stack.
-    unsafe { enter_frame(&mut t, fid, (slot, word, how), now, values.as_ref()) };
+    unsafe { enter_frame(&mut t, fid, ip, (slot, word, how), now, values.as_ref()) };
     t.leave();
 }
 
@@ -359,7 +359,7 @@ fn release(t: &mut Owner, f: &Frame, current: usize) {
     // thread; outside our own frames, it is written only where it still
     // holds the trampoline's address, which only a hijacked return slot
     // (live, or dead stack nothing else uses) holds.
-    let held = is_handler(unsafe { p.read_volatile() });
+    let held = is_handler(retslot::plain(unsafe { p.read_volatile() }));
     if held {
         // SAFETY: as above.
         unsafe { p.write_volatile(f.orig) };
@@ -377,6 +377,7 @@ fn release(t: &mut Owner, f: &Frame, current: usize) {
 unsafe fn enter_frame(
     t: &mut Owner,
     fid: u32,
+    ip: usize,
     (slot, word, how): (usize, usize, u32),
     now: u64,
     values: Option<&args::Frame>,
@@ -425,7 +426,7 @@ unsafe fn enter_frame(
         // Hidden with its callees: a frame only to know when it ends.
         t.hidden += 1;
         f.flags |= F_NOTRACE;
-        push_hijacked(t, f, hijack.then_some(word));
+        push_hijacked(t, f, hijack.then_some(word), ip);
         return;
     }
     if flags & GRAPH != 0 {
@@ -437,7 +438,7 @@ unsafe fn enter_frame(
         f.flags |= F_DEPTH;
     }
     t.recorded += 1;
-    push_hijacked(t, f, hijack.then_some(word));
+    push_hijacked(t, f, hijack.then_some(word), ip);
     match cfg.kind {
         Tracer::Profile => profile::enter(t, fid),
         _ if cfg.time_filter == 0 => match (values, fids::spec(fid)) {
@@ -452,12 +453,19 @@ unsafe fn enter_frame(
 
 /// Pushes `f`, then (with `hijack`) puts the trampoline in its slot: a
 /// frame is on the shadow stack before its return can need it.
-fn push_hijacked(t: &mut Owner, f: Frame, word: Option<usize>) {
+fn push_hijacked(t: &mut Owner, mut f: Frame, word: Option<usize>, ip: usize) {
+    let trampoline = handler(f.fid);
+    let ours = word.and_then(|w| Some((w, retslot::hijacked_word(&mut f, trampoline, ip)?)));
+    if word.is_some() && ours.is_none() {
+        // A signed return address whose modifier was not found: the frame
+        // is not hijacked, and ends when found gone.
+        f.flags &= !F_HIJACKED;
+    }
     t.push_frame(f);
-    if let Some(word) = word {
+    if let Some((word, ours)) = ours {
         // SAFETY: the word holding the traced function's return address,
         // which `f.orig` was read from; this thread alone uses it.
-        unsafe { *(word as *mut usize) = handler(f.fid) };
+        unsafe { *(word as *mut usize) = ours };
     }
 }
 
@@ -534,7 +542,8 @@ pub extern "C" fn graph_return_at(sp: usize, saved: *const u64) -> usize {
         }
         slot = s;
     }
-    returned(t, was, slot, saved)
+    // A signed return address (`retslot.rs`) is taken without its code.
+    retslot::plain(returned(t, was, slot, saved))
 }
 
 /// Ends the call at `slot` that returned into a trampoline (whose save
