@@ -20,7 +20,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::foreign::{self, AARCH64};
@@ -35,6 +35,20 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The AArch64 fntrace, if this machine builds it and runs its programs;
+/// otherwise the test `test` says why it is skipped.
+fn runnable(test: &str) -> Option<std::path::PathBuf> {
+    let why = match foreign::fntrace_for(&AARCH64) {
+        Ok(path) => match foreign::no_binfmt(&AARCH64) {
+            None => return Some(path),
+            Some(why) => why,
+        },
+        Err(why) => why,
+    };
+    common::skip(test, &why);
+    None
 }
 
 /// How long a program or the foreign fntrace may run under qemu.
@@ -59,6 +73,40 @@ const PROGRAMS: [(&str, &[&str], &[&str]); 3] = [
     ("recursion", &[], &[]),
     ("threads", &["-pthread"], &[]),
 ];
+
+/// Builds `source` with `compiler` at `-O0` with frame pointers and
+/// `flags` into `exe`.
+fn build(compiler: &str, source: &Path, exe: &Path, flags: &[&str]) {
+    let mut all = vec![
+        "-O0",
+        "-fno-omit-frame-pointer",
+        source.to_str().unwrap(),
+        "-o",
+        exe.to_str().unwrap(),
+    ];
+    all.extend(flags);
+    cc(compiler, &all);
+}
+
+/// `record -o data -- exe` by the AArch64 fntrace with its defaults
+/// (library calls are not asked for there): its output, and what it said
+/// on stderr but qemu's noise.
+fn record(fntrace_a64: &Path, work: &Work, data: &Path, exe: &Path) -> (Output, Vec<String>) {
+    let mut cmd = foreign::command(&AARCH64, fntrace_a64);
+    cmd.current_dir(&work.dir)
+        .env_remove("FNTRACE_RUNTIME")
+        .args(["record", "-o"])
+        .arg(data)
+        .arg("--")
+        .arg(exe);
+    let out = run(&mut cmd, DEADLINE);
+    let said = text(&out.stderr)
+        .lines()
+        .filter(|l| !qemu_noise(l))
+        .map(str::to_string)
+        .collect();
+    (out, said)
+}
 
 /// The line qemu's own (x86-64) loader prints when `LD_PRELOAD` names the
 /// AArch64 runtime: binfmt_misc starts the qemu binary with the program's
@@ -106,14 +154,9 @@ fn entries_logged(dir: &Path, exe: &Path) -> Vec<Vec<String>> {
 #[test]
 fn aarch64_function_tracer_sees_every_entry() {
     let _serial = serial();
-    let test = "aarch64_function_tracer_sees_every_entry";
-    let fntrace_a64 = match foreign::fntrace_for(&AARCH64) {
-        Ok(path) => path,
-        Err(why) => return common::skip(test, &why),
+    let Some(fntrace_a64) = runnable("aarch64_function_tracer_sees_every_entry") else {
+        return;
     };
-    if let Some(why) = foreign::no_binfmt(&AARCH64) {
-        return common::skip(test, &why);
-    }
     let work = Work::new("foreign-record-aarch64");
     for (name, libs, args) in PROGRAMS {
         let source = programs().join(format!("e2e/{name}.c"));
@@ -277,14 +320,9 @@ fn aarch64_record_says_what_is_not_built() {
 #[test]
 fn aarch64_live_patching_under_load() {
     let _serial = serial();
-    let test = "aarch64_live_patching_under_load";
-    let fntrace_a64 = match foreign::fntrace_for(&AARCH64) {
-        Ok(path) => path,
-        Err(why) => return common::skip(test, &why),
+    let Some(fntrace_a64) = runnable("aarch64_live_patching_under_load") else {
+        return;
     };
-    if let Some(why) = foreign::no_binfmt(&AARCH64) {
-        return common::skip(test, &why);
-    }
     let runtime_dir = fntrace_a64.parent().unwrap().display().to_string();
     let runtime_tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtime");
     let source = runtime_tests.join("tests/programs/stress.c");
@@ -362,14 +400,9 @@ fn aarch64_live_patching_under_load() {
 #[test]
 fn aarch64_golden_programs() {
     let _serial = serial();
-    let test = "aarch64_golden_programs";
-    let fntrace_a64 = match foreign::fntrace_for(&AARCH64) {
-        Ok(path) => path,
-        Err(why) => return common::skip(test, &why),
+    let Some(fntrace_a64) = runnable("aarch64_golden_programs") else {
+        return;
     };
-    if let Some(why) = foreign::no_binfmt(&AARCH64) {
-        return common::skip(test, &why);
-    }
     let work = Work::new("foreign-golden-aarch64");
     // (name, C++, link flags, exit status)
     let programs_: [(&str, bool, &[&str], i32); 5] = [
@@ -385,30 +418,11 @@ fn aarch64_golden_programs() {
         let source = programs().join(format!("e2e/{name}.{}", if cxx { "cc" } else { "c" }));
         for (form, flags) in FORMS {
             let exe = work.path(&format!("{name}-{form}"));
-            let mut all = vec![
-                "-O0",
-                "-fno-omit-frame-pointer",
-                source.to_str().unwrap(),
-                "-o",
-                exe.to_str().unwrap(),
-            ];
-            all.extend(flags);
-            all.extend(libs);
-            cc(compiler, &all);
+            build(compiler, &source, &exe, &[flags, libs].concat());
             let plain = run(Command::new(&exe).current_dir(&work.dir), DEADLINE);
             assert_eq!(plain.status.code(), Some(status), "{name} ({form}), untraced");
             let data = work.path(&format!("{name}-{form}.data"));
-            let mut cmd = foreign::command(&AARCH64, &fntrace_a64);
-            cmd.current_dir(&work.dir)
-                .env_remove("FNTRACE_RUNTIME")
-                // The default: library calls are not asked for there.
-                .args(["record", "-o"])
-                .arg(&data)
-                .arg("--")
-                .arg(&exe);
-            let out = run(&mut cmd, DEADLINE);
-            let stderr = text(&out.stderr);
-            let said: Vec<&str> = stderr.lines().filter(|l| !qemu_noise(l)).collect();
+            let (out, said) = record(&fntrace_a64, &work, &data, &exe);
             let what = format!("{name} ({form})");
             if !said.is_empty() {
                 problems.push(format!("{what}: record said {said:?}"));
@@ -444,6 +458,72 @@ fn aarch64_golden_programs() {
                     ));
                 }
             }
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+/// Pointer authentication at every depth: `pac_depth.cc`'s thousands of
+/// live frames each sign their return address with their own stack
+/// pointer, and about one in 128 of the signatures is all zero (the
+/// signed address equals the plain one). Whether a frame is signed must
+/// then come from its code, not its value: returns, an exception through
+/// every frame and one caught halfway, in each form. The truth is the
+/// program's own count of its calls; no frame may end found gone
+/// (`(unwound)`): each returned through the trampoline or was passed by
+/// the exception's unwinder.
+#[test]
+fn aarch64_signed_return_addresses_at_every_depth() {
+    let _serial = serial();
+    let Some(fntrace_a64) = runnable("aarch64_signed_return_addresses_at_every_depth") else {
+        return;
+    };
+    let work = Work::new("foreign-pac-depth");
+    let source = programs().join("cross/pac_depth.cc");
+    let mut problems = Vec::new();
+    for (form, flags) in FORMS {
+        let exe = work.path(&format!("pac_depth-{form}"));
+        build(AARCH64.cxx, &source, &exe, flags);
+        let plain = run(Command::new(&exe).current_dir(&work.dir), DEADLINE);
+        assert_eq!(plain.status.code(), Some(0), "{form}, untraced");
+        let said = text(&plain.stdout);
+        let calls: u64 = said
+            .split(", ")
+            .find_map(|part| part.strip_suffix(" calls\n")?.parse().ok())
+            .unwrap_or_else(|| panic!("{form}: no count of calls in {said:?}"));
+        let data = work.path(&format!("pac_depth-{form}.data"));
+        let (out, noise) = record(&fntrace_a64, &work, &data, &exe);
+        if !noise.is_empty() || out.status.code() != Some(0) || text(&out.stdout) != said {
+            problems.push(format!(
+                "{form}: traced run {:?} said {noise:?} and printed {:?} (untraced {said:?})",
+                out.status,
+                text(&out.stdout)
+            ));
+            continue;
+        }
+        let data = data.to_str().unwrap();
+        let report = fntrace_output(&["report", "--json", data]);
+        let rows: serde_json::Value = serde_json::from_str(&text(&report.stdout)).unwrap();
+        let counted = |name: &str| {
+            rows.as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["name"].as_str() == Some(name))
+                .map(|r| r["calls"].as_u64().unwrap())
+        };
+        let recorded = ["dive(int, int)", "catch_midway(int, int)"].map(counted);
+        if recorded.iter().flatten().sum::<u64>() != calls || counted("main") != Some(1) {
+            problems.push(format!(
+                "{form}: recorded {recorded:?} calls, the program counted {calls}"
+            ));
+        }
+        let replay = fntrace_output(&["replay", "--color", "never", data]);
+        let gone = text(&replay.stdout)
+            .lines()
+            .filter(|l| l.contains("(unwound)"))
+            .count();
+        if gone != 0 {
+            problems.push(format!("{form}: {gone} frames found gone, not returned"));
         }
     }
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));

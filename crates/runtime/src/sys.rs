@@ -334,6 +334,25 @@ pub fn sign_pac(v: usize, modifier: usize) -> usize {
     out
 }
 
+/// Whether this CPU signs with pointer authentication's key A (`HWCAP_PACA`):
+/// without it, `PACIASP` and the hints of [`sign_pac`] do nothing.
+#[cfg(target_arch = "aarch64")]
+pub fn has_pac() -> bool {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    const HWCAP_PACA: libc::c_ulong = 1 << 30;
+    static KNOWN: AtomicU8 = AtomicU8::new(0);
+    match KNOWN.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            // SAFETY: getauxval reads the auxiliary vector; no preconditions.
+            let yes = unsafe { libc::getauxval(libc::AT_HWCAP) } & HWCAP_PACA != 0;
+            KNOWN.store(1 + u8::from(yes), Ordering::Relaxed);
+            yes
+        }
+    }
+}
+
 /// The stack pointer of the caller (close enough: a few words below it).
 #[inline(always)]
 pub fn stack_pointer() -> usize {

@@ -52,6 +52,16 @@ pub const RETURN_VECS: usize = 80;
 /// The fast paths exist (and `fast_slot` asks for them).
 pub const FAST_PATHS: bool = true;
 
+/// How many entries each return trampoline has: one (AArch64 has more,
+/// for signed return addresses).
+pub const RETURN_ENTRIES: usize = 1;
+
+/// The return trampoline that `a` enters: `a` (one entry each).
+#[inline]
+pub fn return_entry_of(a: usize) -> usize {
+    a
+}
+
 /// The return trampoline (the address written into hijacked slots).
 pub fn return_trampoline() -> usize {
     fntrace_return_to_handler as *const () as usize

@@ -28,6 +28,9 @@ global_asm!(
     .globl fntrace_returns_start
     .hidden fntrace_returns_start
 fntrace_returns_start:
+    .rept {entries} - 1
+    nop
+    .endr
     .globl fntrace_return_to_handler
     .hidden fntrace_return_to_handler
     .type fntrace_return_to_handler, @function
@@ -63,6 +66,7 @@ fntrace_return_to_handler:
 fntrace_returns_end:
 "#,
     vecs = const RETURN_VECS,
+    entries = const RETURN_ENTRIES,
     graph_return = sym graph::graph_return_at,
 );
 
@@ -70,6 +74,22 @@ extern "C" {
     fn fntrace_returns_start();
     fn fntrace_returns_end();
     fn fntrace_return_to_handler();
+}
+
+/// How many entries the return trampoline has, 4 bytes apart: it and the
+/// NOPs before it, which fall into it. A return address that a function
+/// signs itself is given one that differs from itself signed
+/// (`retslot::entry_for`).
+pub const RETURN_ENTRIES: usize = 4;
+
+/// The return trampoline that `a` enters (`a` itself if it enters none).
+pub fn return_entry_of(a: usize) -> usize {
+    let t = return_trampoline();
+    if a % 4 == 0 && a < t && t - a < 4 * RETURN_ENTRIES {
+        t
+    } else {
+        a
+    }
 }
 
 /// The return trampoline (the address written into hijacked slots).

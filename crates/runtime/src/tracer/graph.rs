@@ -57,6 +57,7 @@ fn handler(fid: u32) -> usize {
 /// Whether `a` is a return trampoline (a slot or a frame's return address
 /// may hold either: both end in `graph_return`, whichever tracer made it).
 fn is_handler(a: usize) -> bool {
+    let a = super::asm::return_entry_of(retslot::plain(a));
     a == super::asm::return_trampoline()
         || a == super::asm::profile_trampoline()
         || a == super::asm::return_trampoline_all()

@@ -26,8 +26,14 @@
 //! returning. An entry site runs before `paciasp`, so the function signs
 //! the trampoline's address itself; a put-back value is signed the same
 //! way. A `-pg` frame record holds the signed address: the trampoline's
-//! address is signed with the same modifier, found as the one that signs
-//! the real address into what the record holds ([`hijacked_word`]).
+//! address is signed with the same modifier, the entry stack pointer read
+//! from the prologue and checked against what the record holds
+//! ([`hijacked_word`]). A signature is 7 bits under a 48-bit address
+//! space: once in 128 it is all zero, and a signed address equals the
+//! plain one. So whether a function signs is read from its code, and an
+//! entry site's function is given an entry of the trampoline whose
+//! signature is not zero ([`entry_for`]): the word found later says then
+//! whether it signed.
 //! Signing uses the hint-space instructions (`PACIA1716`, `XPACLRI`): on
 //! a CPU without pointer authentication they do nothing, and nothing is
 //! signed.
@@ -68,68 +74,166 @@ fn sign(v: usize, modifier: usize) -> usize {
     }
 }
 
-/// What to write in place of `f.orig` so that the call returns into
-/// `handler`: `handler`, or where `f.orig` is signed, `handler` signed the
-/// same way (the modifier kept in `f.pad`, [`F_SIGNED`] set). `ip` is the
-/// site's return address. `None` if the modifier is not found: the frame
-/// is then not hijacked.
-pub fn hijacked_word(f: &mut Frame, handler: usize, ip: usize) -> Option<usize> {
-    let bare = plain(f.orig);
-    if f.flags & F_IN_REGISTER != 0 || bare == f.orig {
-        return Some(handler);
-    }
-    // A `-pg` frame record: `paciasp` signed with the stack pointer at the
-    // function's entry, which its prologue then lowered to store the
-    // record. Guessing it would not do: a code of 7 bits matches a wrong
-    // modifier once in 128. The prologue says it; the signature checks it.
-    let record = f.slot - 8;
-    let sp = entry_sp(ip, record)?;
-    (sign(bare, sp) == f.orig).then(|| {
-        f.pad = sp as u64;
-        f.flags |= F_SIGNED;
-        sign(handler, sp)
-    })
+/// Whether return addresses may be signed here: on AArch64 with pointer
+/// authentication (elsewhere, and without it, nothing is signed).
+#[inline]
+fn signing() -> bool {
+    #[cfg(target_arch = "aarch64")]
+    return crate::sys::has_pac();
+    #[cfg(not(target_arch = "aarch64"))]
+    false
 }
 
-/// The stack pointer a function was entered with, from its prologue before
-/// the `-pg` site whose return address is `ip` and the address of its frame
-/// record: `stp x29, x30, [sp, #-N]!` (the record is N below it), or `sub
-/// sp, sp, #N` (once or twice) then `stp x29, x30, [sp, #M]`; the prologue
-/// starts at `paciasp`. `None` for any other form.
-fn entry_sp(ip: usize, record: usize) -> Option<usize> {
+/// The entry into the return trampoline `handler` to give a call whose
+/// function may sign its return address with `modifier` itself: one that
+/// differs from itself signed, so that the word found later says whether
+/// the function signed it (a signature of 7 bits is all zero once in 128,
+/// and a signed address then equals the plain one). The trampoline has
+/// [`RETURN_ENTRIES`](super::asm::RETURN_ENTRIES) entries, 4 bytes apart:
+/// the NOPs before it fall into it. `None` if every one is ambiguous.
+fn entry_for(handler: usize, modifier: usize) -> Option<usize> {
+    if !signing() {
+        return Some(handler);
+    }
+    (0..super::asm::RETURN_ENTRIES)
+        .map(|i| handler - 4 * i)
+        .find(|&h| sign(h, modifier) != h)
+}
+
+/// What to write in place of `f.orig` so that the call returns into
+/// `handler`: an entry of it, or where `f.orig` is signed, one signed the
+/// same way (the modifier kept in `f.pad`, [`F_SIGNED`] set). `ip` is the
+/// site's return address. `None` where how the function signs is not
+/// known for certain: the frame is then not hijacked.
+///
+/// Whether an address is signed is read from the code, never from the
+/// value alone: a signed address equals the plain one once in 128.
+pub fn hijacked_word(f: &mut Frame, handler: usize, ip: usize) -> Option<usize> {
+    if !signing() {
+        return Some(handler);
+    }
+    if f.flags & F_IN_REGISTER != 0 {
+        // An entry site: the function signs `x30` itself after the site
+        // (at its start, or later on the paths that save it when
+        // shrink-wrapped), with the stack pointer it was entered with.
+        return entry_for(handler, f.slot);
+    }
+    // A `-pg` frame record, stored after `paciasp` signed the return
+    // address with the stack pointer at the function's entry, which the
+    // prologue then lowered. The prologue says how; the value checks it.
+    let bare = plain(f.orig);
+    match prologue(ip, f.slot - 8) {
+        Prologue::Signs(sp) if sign(bare, sp) == f.orig => {
+            f.pad = sp as u64;
+            f.flags |= F_SIGNED;
+            Some(sign(handler, sp))
+        }
+        Prologue::Plain if bare == f.orig => Some(handler),
+        _ => None,
+    }
+}
+
+/// How a function with a `-pg` site signs its return address.
+#[derive(Debug, PartialEq)]
+enum Prologue {
+    /// With `paciasp`, entered with this stack pointer.
+    Signs(usize),
+    /// Not at all: no signing instruction in its prologue.
+    Plain,
+    /// Not known: a prologue of another form.
+    Unknown,
+}
+
+/// How the function whose `-pg` site returns to `ip`, and whose frame
+/// record is at `record`, signs: read back from the site. The record's
+/// store is `stp x29, x30, [sp, #-N]!` (the record is N below the entry
+/// stack pointer) or `stp x29, x30, [sp, #M]` after `sub sp, sp, #N`
+/// (once or twice); `paciasp` right before them signs. No signing
+/// instruction between there and the end of the code before the function
+/// (a return or branch, at most [`MAX_PROLOGUE`] words back): plain.
+fn prologue(ip: usize, record: usize) -> Prologue {
     const PACIASP: u32 = 0xd503_233f;
+    const PACIBSP: u32 = 0xd503_237f;
     const STP_FP_LR_PRE: u32 = 0xa980_7bfd; // stp x29, x30, [sp, #imm]!
     const STP_FP_LR: u32 = 0xa900_7bfd; // stp x29, x30, [sp, #imm]
     const IMM7: u32 = 0x7f << 15;
     const SUB_SP: u32 = 0xd100_03ff; // sub sp, sp, #imm12 {, lsl #12}
     const SUB_MASK: u32 = !((1 << 22) | (0xfff << 10));
-    let word = |i: usize| -> u32 {
-        // SAFETY: code before a site of this function, which starts with
-        // `paciasp` (its return address is signed) at most MAX_PROLOGUE
-        // words back: the scan stops there, inside the function's mapped
-        // code.
-        unsafe { ((ip - 4 * i) as *const u32).read_volatile() }
+    let code = code_before(ip);
+    let word = |i: usize| code[i].unwrap_or(0xffff_ffff);
+    // Where the code before the function ends: `ret`, `retaa`/`retab`,
+    // `br`, `b` (a tail call), or zeros (`udf`, padding).
+    let ends = |w: u32| {
+        w & 0xffff_fc1f == 0xd65f_0000
+            || w & 0xffff_fc1f == 0xd61f_0000
+            || w & 0xffff_fbff == 0xd65f_0bff
+            || w & 0xfc00_0000 == 0x1400_0000
+            || w == 0
     };
+    let known = |i: usize| code[i].is_some();
     let simm7 = |w: u32| (((w >> 15) & 0x7f) as i32) << 25 >> 25;
-    let start = (2..=MAX_PROLOGUE).find(|&i| word(i) == PACIASP)?;
-    let (mut lowered, mut stored) = (0usize, None);
-    for i in (2..start).rev() {
-        let w = word(i);
-        if w & !IMM7 == STP_FP_LR_PRE {
-            lowered += (-(simm7(w) * 8)) as usize;
-            stored = Some(0);
-            break;
-        }
-        if w & !IMM7 == STP_FP_LR {
-            stored = Some((simm7(w) * 8) as usize);
-            break;
-        }
-        if w & SUB_MASK == SUB_SP {
-            let imm = ((w >> 10) & 0xfff) as usize;
-            lowered += if w & (1 << 22) != 0 { imm << 12 } else { imm };
+    let Some(at) = (2..=MAX_PROLOGUE)
+        .take_while(|&i| known(i) && !ends(word(i)))
+        .find(|&i| word(i) & !IMM7 == STP_FP_LR_PRE || word(i) & !IMM7 == STP_FP_LR)
+    else {
+        return Prologue::Unknown;
+    };
+    let store = word(at);
+    let (mut lowered, stored) = if store & !IMM7 == STP_FP_LR_PRE {
+        ((-(simm7(store) * 8)) as usize, 0)
+    } else {
+        (0, (simm7(store) * 8) as usize)
+    };
+    let mut i = at + 1;
+    while i <= MAX_PROLOGUE && word(i) & SUB_MASK == SUB_SP && store & !IMM7 == STP_FP_LR {
+        let imm = ((word(i) >> 10) & 0xfff) as usize;
+        lowered += if word(i) & (1 << 22) != 0 { imm << 12 } else { imm };
+        i += 1;
+    }
+    if i <= MAX_PROLOGUE && word(i) == PACIASP {
+        return Prologue::Signs(record - stored + lowered);
+    }
+    for i in (i..=MAX_PROLOGUE).take_while(|&i| known(i)) {
+        match word(i) {
+            PACIASP | PACIBSP => return Prologue::Unknown,
+            w if ends(w) => return Prologue::Plain,
+            _ => {}
         }
     }
-    Some(record - stored? + lowered)
+    Prologue::Unknown
+}
+
+/// The [`MAX_PROLOGUE`] words of code before `ip`, the return address of a
+/// site: `[i]` is the word `4 * i` bytes before it, `None` if unreadable.
+/// The page of the site's call is read directly; words before it, through
+/// the kernel (a page of its own, which may not be mapped).
+fn code_before(ip: usize) -> [Option<u32>; MAX_PROLOGUE + 1] {
+    const PAGE: usize = 4096; // the smallest: a boundary of every page size
+    let mut code = [None; MAX_PROLOGUE + 1];
+    let page = (ip - 4) & !(PAGE - 1);
+    let direct = (ip - page) / 4;
+    for (i, word) in code
+        .iter_mut()
+        .enumerate()
+        .take(direct.min(MAX_PROLOGUE) + 1)
+        .skip(1)
+    {
+        // SAFETY: the site's own page: `ip - 4` holds its call instruction,
+        // and every word from the page's start to it is mapped alike.
+        *word = Some(unsafe { ((ip - 4 * i) as *const u32).read_volatile() });
+    }
+    if direct < MAX_PROLOGUE {
+        let lo = ip - 4 * MAX_PROLOGUE;
+        let mut bytes = [0u8; 4 * MAX_PROLOGUE];
+        let len = page - lo;
+        if crate::sys::read_memory(lo, &mut bytes[..len]) == len {
+            for (i, word) in code.iter_mut().enumerate().skip(direct + 1) {
+                let at = ip - 4 * i - lo;
+                *word = Some(u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap()));
+            }
+        }
+    }
+    code
 }
 
 /// A call's identity on the shadow stack, the word holding its return
@@ -190,10 +294,18 @@ pub unsafe fn put_back(f: &mut Frame, lo: usize, is_handler: impl Fn(usize) -> b
         unsafe {
             let w = p.read_volatile();
             if is_handler(plain(w)) {
-                // The function signed the trampoline's address with its
-                // entry stack pointer, the call's slot: the real one goes
-                // back signed alike.
-                if w != plain(w) {
+                // The function signed the trampoline's entry with its
+                // entry stack pointer, the call's slot, or not at all (the
+                // entry differs from itself signed: `entry_for`): the real
+                // address goes back alike. Signed otherwise (key B) it is
+                // left: nothing here signs so.
+                let bare = plain(w);
+                let signed = w != bare;
+                if signed && sign(bare, f.slot) != w {
+                    at += 8;
+                    continue;
+                }
+                if signed {
                     f.flags |= F_SIGNED;
                     p.write_volatile(sign(f.orig, f.slot));
                 } else {
@@ -218,8 +330,15 @@ pub unsafe fn hijack_again(f: &Frame, handler: usize) {
     let (p, real, ours) = match f.flags & F_IN_REGISTER {
         0 if signed => (f.slot, f.orig, sign(handler, f.pad as usize)),
         0 => (f.slot, f.orig, handler),
-        _ if signed => (f.pad as usize, sign(f.orig, f.slot), sign(handler, f.slot)),
-        _ => (f.pad as usize, f.orig, handler),
+        _ => {
+            let Some(entry) = entry_for(handler, f.slot) else {
+                return;
+            };
+            match signed {
+                true => (f.pad as usize, sign(f.orig, f.slot), sign(entry, f.slot)),
+                false => (f.pad as usize, f.orig, entry),
+            }
+        }
     };
     let p = p as *mut usize;
     if p.is_null() {
