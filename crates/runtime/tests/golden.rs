@@ -47,7 +47,7 @@ use std::time::Duration;
 use fntrace_filter::demangle::demangle;
 use fntrace_format::{EventKind, Process, Trace};
 
-use common::{include, programs, run, runtime};
+use common::{include, programs, run, runtime, skip};
 use fntrace_testkit::cross::{self, Machine, AARCH64};
 
 /// The longest any one run may take.
@@ -1122,15 +1122,6 @@ fn golden(name: &str) {
 }
 
 /// The golden test of one program run with `args` (empty: its own).
-/// A style that cannot be built here: under CI (which installs every
-/// compiler, `.ci/run`) a failure; elsewhere said in the test command's
-/// output — on stderr directly, which the harness does not capture.
-fn skip(what: &str, why: &str) {
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-    assert!(!ci, "{what} cannot run under CI: {why}");
-    let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("SKIPPED {what}: {why}\n"));
-}
-
 fn golden_args(name: &str, args: &[&str]) {
     let p = program(name);
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();

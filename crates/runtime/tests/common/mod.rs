@@ -135,3 +135,13 @@ pub fn field(line: &str, key: &str) -> u64 {
         .parse()
         .unwrap_or_else(|_| panic!("{key} is not a number in {line}"))
 }
+
+/// What cannot run here (a compiler, a runtime or binfmt missing): under
+/// CI (which installs all of it, `.ci/run`) a failure; elsewhere said in
+/// the test command's output — on stderr directly, which the harness does
+/// not capture.
+pub fn skip(what: &str, why: &str) {
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    assert!(!ci, "{what} cannot run under CI: {why}");
+    let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("SKIPPED {what}: {why}\n"));
+}

@@ -37,7 +37,8 @@ static int run_plugin(const char *path, int n) {
         exit(2);
     }
     int (*run)(int) = (int (*)(int))dlsym(h, "plug_run");
-    printf("plugin at %p\n", (void *)run);
+    uintptr_t a = (uintptr_t)main_leaf, b = (uintptr_t)run;
+    printf("plugin distance %lu GiB\n", (unsigned long)((a > b ? a - b : b - a) >> 30));
     int r = run(n);
     dlclose(h);
     return r;
