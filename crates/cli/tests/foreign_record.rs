@@ -67,6 +67,18 @@ const FORMS: [(&str, &[&str]); 4] = [
     ("pg-pac", &["-pg", "-mbranch-protection=standard"]),
 ];
 
+/// The signed forms again with key B (`pac-ret+b-key`: `pacibsp`).
+const KEY_B_FORMS: [(&str, &[&str]); 2] = [
+    (
+        "patchable-pac-b",
+        &[
+            "-fpatchable-function-entry=2",
+            "-mbranch-protection=pac-ret+b-key",
+        ],
+    ),
+    ("pg-pac-b", &["-pg", "-mbranch-protection=pac-ret+b-key"]),
+];
+
 /// Programs of `tests/programs/e2e/`, with their link flags and arguments.
 const PROGRAMS: [(&str, &[&str], &[&str]); 3] = [
     ("nested", &[], &["5"]),
@@ -468,7 +480,8 @@ fn aarch64_golden_programs() {
 /// pointer, and about one in 128 of the signatures is all zero (the
 /// signed address equals the plain one). Whether a frame is signed must
 /// then come from its code, not its value: returns, an exception through
-/// every frame and one caught halfway, in each form. The truth is the
+/// every frame and one caught halfway, in each form, and signed with key
+/// B too. The truth is the
 /// program's own count of its calls; no frame may end found gone
 /// (`(unwound)`): each returned through the trampoline or was passed by
 /// the exception's unwinder.
@@ -481,7 +494,7 @@ fn aarch64_signed_return_addresses_at_every_depth() {
     let work = Work::new("foreign-pac-depth");
     let source = programs().join("cross/pac_depth.cc");
     let mut problems = Vec::new();
-    for (form, flags) in FORMS {
+    for &(form, flags) in FORMS.iter().chain(&KEY_B_FORMS) {
         let exe = work.path(&format!("pac_depth-{form}"));
         build(AARCH64.cxx, &source, &exe, flags);
         let plain = run(Command::new(&exe).current_dir(&work.dir), DEADLINE);

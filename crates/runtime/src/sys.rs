@@ -315,27 +315,38 @@ pub fn strip_pac(v: usize) -> usize {
     out
 }
 
-/// `v` signed with key A and `modifier`, as `PACIASP` signs a return
-/// address with the stack pointer (`PACIA1716`, a hint: a NOP without
-/// pointer authentication).
+/// `v` signed with key A (`key_b`: B) and `modifier`, as `PACIASP`
+/// (`PACIBSP`) signs a return address with the stack pointer
+/// (`PACIA1716`, `PACIB1716`: hints, NOPs without pointer authentication).
 #[cfg(target_arch = "aarch64")]
 #[inline]
-pub fn sign_pac(v: usize, modifier: usize) -> usize {
+pub fn sign_pac(v: usize, modifier: usize, key_b: bool) -> usize {
     let out: usize;
-    // SAFETY: PACIA1716 only rewrites x17 from x17 and x16, given here.
+    // SAFETY: PACIA1716 and PACIB1716 only rewrite x17 from x17 and x16,
+    // given here.
     unsafe {
-        std::arch::asm!(
-            "hint #8",
-            inout("x17") v => out,
-            in("x16") modifier,
-            options(nomem, nostack, preserves_flags)
-        )
+        if key_b {
+            std::arch::asm!(
+                "hint #10",
+                inout("x17") v => out,
+                in("x16") modifier,
+                options(nomem, nostack, preserves_flags)
+            )
+        } else {
+            std::arch::asm!(
+                "hint #8",
+                inout("x17") v => out,
+                in("x16") modifier,
+                options(nomem, nostack, preserves_flags)
+            )
+        }
     };
     out
 }
 
-/// Whether this CPU signs with pointer authentication's key A (`HWCAP_PACA`):
-/// without it, `PACIASP` and the hints of [`sign_pac`] do nothing.
+/// Whether this CPU signs addresses with pointer authentication
+/// (`HWCAP_PACA`, keys A and B): without it, `PACIASP`, `PACIBSP` and the
+/// hints of [`sign_pac`] do nothing.
 #[cfg(target_arch = "aarch64")]
 pub fn has_pac() -> bool {
     use std::sync::atomic::{AtomicU8, Ordering};

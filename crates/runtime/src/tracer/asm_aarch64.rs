@@ -80,7 +80,7 @@ extern "C" {
 /// NOPs before it, which fall into it. A return address that a function
 /// signs itself is given one that differs from itself signed
 /// (`retslot::entry_for`).
-pub const RETURN_ENTRIES: usize = 4;
+pub const RETURN_ENTRIES: usize = 8;
 
 /// The return trampoline that `a` enters (`a` itself if it enters none).
 pub fn return_entry_of(a: usize) -> usize {

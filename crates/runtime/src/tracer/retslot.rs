@@ -32,11 +32,11 @@
 //! space: once in 128 it is all zero, and a signed address equals the
 //! plain one. So whether a function signs is read from its code, and an
 //! entry site's function is given an entry of the trampoline whose
-//! signature is not zero ([`entry_for`]): the word found later says then
-//! whether it signed.
-//! Signing uses the hint-space instructions (`PACIA1716`, `XPACLRI`): on
-//! a CPU without pointer authentication they do nothing, and nothing is
-//! signed.
+//! signatures (keys A and B) are not zero and differ ([`entry_for`]): the
+//! word found later says then whether, and with which key, it signed.
+//! Signing uses the hint-space instructions (`PACIA1716`, `PACIB1716`,
+//! `XPACLRI`): on a CPU without pointer authentication they do nothing,
+//! and nothing is signed.
 
 use super::thread::Frame;
 
@@ -48,6 +48,9 @@ pub const F_IN_REGISTER: u32 = 64;
 /// the modifier `Frame::pad` (a `-pg` frame record), or with the call's
 /// stack pointer, its slot (an entry site's).
 pub const F_SIGNED: u32 = 128;
+
+/// With [`F_SIGNED`]: signed with key B (`pacibsp`), not A.
+pub const F_KEY_B: u32 = 256;
 
 /// How many instructions before a `-pg` site its function's prologue is
 /// looked for (from `paciasp` to the `bl _mcount`).
@@ -62,16 +65,23 @@ pub fn plain(v: usize) -> usize {
     v
 }
 
-/// `v` signed with `modifier` (the identity off AArch64, where nothing is).
+/// `v` signed with `modifier` and key A (`key_b`: B); the identity off
+/// AArch64, where nothing is.
 #[inline]
-fn sign(v: usize, modifier: usize) -> usize {
+fn sign_with(v: usize, modifier: usize, key_b: bool) -> usize {
     #[cfg(target_arch = "aarch64")]
-    return crate::sys::sign_pac(v, modifier);
+    return crate::sys::sign_pac(v, modifier, key_b);
     #[cfg(not(target_arch = "aarch64"))]
     {
-        let _ = modifier;
+        let _ = (modifier, key_b);
         v
     }
+}
+
+/// `v` signed as frame flags `flags` say ([`F_KEY_B`]) with `modifier`.
+#[inline]
+fn sign(v: usize, modifier: usize, flags: u32) -> usize {
+    sign_with(v, modifier, flags & F_KEY_B != 0)
 }
 
 /// Whether return addresses may be signed here: on AArch64 with pointer
@@ -85,19 +95,26 @@ fn signing() -> bool {
 }
 
 /// The entry into the return trampoline `handler` to give a call whose
-/// function may sign its return address with `modifier` itself: one that
-/// differs from itself signed, so that the word found later says whether
-/// the function signed it (a signature of 7 bits is all zero once in 128,
-/// and a signed address then equals the plain one). The trampoline has
+/// function may sign its return address with `modifier` itself, with key A
+/// or B: one that differs from itself signed with either key, whose two
+/// signatures differ too, so that the word found later says whether and
+/// how the function signed it (a signature of 7 bits is all zero once in
+/// 128, and a signed address then equals the plain one; two keys' agree
+/// as often). The trampoline has
 /// [`RETURN_ENTRIES`](super::asm::RETURN_ENTRIES) entries, 4 bytes apart:
 /// the NOPs before it fall into it. `None` if every one is ambiguous.
 fn entry_for(handler: usize, modifier: usize) -> Option<usize> {
     if !signing() {
         return Some(handler);
     }
+    // Either key: the function's code does not say which it uses, so the
+    // entry signed with A, signed with B and plain must be three words.
     (0..super::asm::RETURN_ENTRIES)
         .map(|i| handler - 4 * i)
-        .find(|&h| sign(h, modifier) != h)
+        .find(|&h| {
+            let (a, b) = (sign_with(h, modifier, false), sign_with(h, modifier, true));
+            a != h && b != h && a != b
+        })
 }
 
 /// What to write in place of `f.orig` so that the call returns into
@@ -123,10 +140,10 @@ pub fn hijacked_word(f: &mut Frame, handler: usize, ip: usize) -> Option<usize> 
     // prologue then lowered. The prologue says how; the value checks it.
     let bare = plain(f.orig);
     match prologue(ip, f.slot - 8) {
-        Prologue::Signs(sp) if sign(bare, sp) == f.orig => {
+        Prologue::Signs(sp, key_b) if sign_with(bare, sp, key_b) == f.orig => {
             f.pad = sp as u64;
-            f.flags |= F_SIGNED;
-            Some(sign(handler, sp))
+            f.flags |= F_SIGNED | if key_b { F_KEY_B } else { 0 };
+            Some(sign_with(handler, sp, key_b))
         }
         Prologue::Plain if bare == f.orig => Some(handler),
         _ => None,
@@ -136,8 +153,8 @@ pub fn hijacked_word(f: &mut Frame, handler: usize, ip: usize) -> Option<usize> 
 /// How a function with a `-pg` site signs its return address.
 #[derive(Debug, PartialEq)]
 enum Prologue {
-    /// With `paciasp`, entered with this stack pointer.
-    Signs(usize),
+    /// With `paciasp` (key B: `pacibsp`), entered with this stack pointer.
+    Signs(usize, bool),
     /// Not at all: no signing instruction in its prologue.
     Plain,
     /// Not known: a prologue of another form.
@@ -190,8 +207,8 @@ fn prologue(ip: usize, record: usize) -> Prologue {
         lowered += if word(i) & (1 << 22) != 0 { imm << 12 } else { imm };
         i += 1;
     }
-    if i <= MAX_PROLOGUE && word(i) == PACIASP {
-        return Prologue::Signs(record - stored + lowered);
+    if i <= MAX_PROLOGUE && matches!(word(i), PACIASP | PACIBSP) {
+        return Prologue::Signs(record - stored + lowered, word(i) == PACIBSP);
     }
     for i in (i..=MAX_PROLOGUE).take_while(|&i| known(i)) {
         match word(i) {
@@ -295,22 +312,27 @@ pub unsafe fn put_back(f: &mut Frame, lo: usize, is_handler: impl Fn(usize) -> b
             let w = p.read_volatile();
             if is_handler(plain(w)) {
                 // The function signed the trampoline's entry with its
-                // entry stack pointer, the call's slot, or not at all (the
-                // entry differs from itself signed: `entry_for`): the real
-                // address goes back alike. Signed otherwise (key B) it is
-                // left: nothing here signs so.
+                // entry stack pointer, the call's slot, and key A or B, or
+                // did not (the entry differs from itself signed either
+                // way: `entry_for`): the real address goes back alike.
+                // Signed otherwise, it is left.
                 let bare = plain(w);
-                let signed = w != bare;
-                if signed && sign(bare, f.slot) != w {
+                let how = if w == bare {
+                    0
+                } else if sign_with(bare, f.slot, false) == w {
+                    F_SIGNED
+                } else if sign_with(bare, f.slot, true) == w {
+                    F_SIGNED | F_KEY_B
+                } else {
                     at += 8;
                     continue;
-                }
-                if signed {
-                    f.flags |= F_SIGNED;
-                    p.write_volatile(sign(f.orig, f.slot));
+                };
+                f.flags |= how;
+                p.write_volatile(if how == 0 {
+                    f.orig
                 } else {
-                    p.write_volatile(f.orig);
-                }
+                    sign(f.orig, f.slot, how)
+                });
                 f.pad = at as u64;
                 found = true;
             }
@@ -328,14 +350,18 @@ pub unsafe fn put_back(f: &mut Frame, lo: usize, is_handler: impl Fn(usize) -> b
 pub unsafe fn hijack_again(f: &Frame, handler: usize) {
     let signed = f.flags & F_SIGNED != 0;
     let (p, real, ours) = match f.flags & F_IN_REGISTER {
-        0 if signed => (f.slot, f.orig, sign(handler, f.pad as usize)),
+        0 if signed => (f.slot, f.orig, sign(handler, f.pad as usize, f.flags)),
         0 => (f.slot, f.orig, handler),
         _ => {
             let Some(entry) = entry_for(handler, f.slot) else {
                 return;
             };
             match signed {
-                true => (f.pad as usize, sign(f.orig, f.slot), sign(entry, f.slot)),
+                true => (
+                    f.pad as usize,
+                    sign(f.orig, f.slot, f.flags),
+                    sign(entry, f.slot, f.flags),
+                ),
                 false => (f.pad as usize, f.orig, entry),
             }
         }
