@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include "phases.h"
 
@@ -28,7 +29,7 @@
 NOINLINE int work(int x) { return x * 3 + 1; }
 NOINLINE int other(int x) { return x ^ 5; }
 
-static atomic_ulong checked_on, checked_off, bad_results, bad_args;
+static atomic_ulong checked_on, checked_off, bad_results, bad_args, missed, unexpected;
 static __thread volatile unsigned long hits;
 static __thread int expected_arg;
 static uintptr_t work_ip;
@@ -74,8 +75,12 @@ static void *worker(void *arg) {
         if (!checkable(p1, p2, &on))
             continue;
         atomic_fetch_add(on ? &checked_on : &checked_off, 1);
-        if (h1 - h0 != (unsigned long)on)
+        if (h1 - h0 != (unsigned long)on) {
             atomic_fetch_add(&violations, 1);
+            /* Which way: a call that should have reached the callback and
+               did not, or one that reached it when it should not have. */
+            atomic_fetch_add(h1 - h0 < (unsigned long)on ? &missed : &unexpected, 1);
+        }
     }
     return NULL;
 }
@@ -145,12 +150,20 @@ int main(int argc, char **argv) {
     pthread_t threads[WORKERS];
     for (int i = 0; i < WORKERS; i++)
         pthread_create(&threads[i], NULL, worker, (void *)(intptr_t)(i * 1000));
+    /* Under an emulator whose threads may run code a little after another
+       thread changed it (qemu's multi-threaded TCG: docs/CROSS.md), the
+       harness waits STRESS_GRACE_US after each change before calling the
+       state sure. Natively it is 0: sure as soon as the call returns. */
+    const char *grace_env = getenv("STRESS_GRACE_US");
+    useconds_t grace = grace_env ? (useconds_t)atoi(grace_env) : 0;
     for (int c = 0; c < cycles; c++) {
         atomic_fetch_add(&phase, 1);
         if (strcmp(mode, "filter") == 0)
             must(fntrace_ops_set_filter(ops, c % 3 ? "work" : "wo*", NULL), "filter on");
         else
             must(fntrace_ops_register(ops), "register");
+        if (grace)
+            usleep(grace);
         atomic_fetch_add(&phase, 1);
         settle();
         atomic_fetch_add(&phase, 1);
@@ -158,6 +171,8 @@ int main(int argc, char **argv) {
             must(fntrace_ops_set_filter(ops, "other", "work"), "filter off");
         else
             must(fntrace_ops_unregister(ops), "unregister");
+        if (grace)
+            usleep(grace);
         atomic_fetch_add(&phase, 1);
         settle();
     }
@@ -166,11 +181,13 @@ int main(int argc, char **argv) {
         pthread_join(threads[i], NULL);
     struct fntrace_stats st;
     must(fntrace_get_stats(&st), "stats");
-    printf("mode=%s cycles=%d calls=%lu checked_on=%lu checked_off=%lu violations=%lu bad_results=%lu "
-           "bad_args=%lu batches=%lu syncs=%lu traps=%lu refused=%lu\n",
+    printf("mode=%s cycles=%d calls=%lu checked_on=%lu checked_off=%lu violations=%lu (missed=%lu "
+           "unexpected=%lu) bad_results=%lu bad_args=%lu batches=%lu syncs=%lu traps=%lu refused=%lu\n",
            mode, cycles, atomic_load(&calls), atomic_load(&checked_on), atomic_load(&checked_off),
-           atomic_load(&violations), atomic_load(&bad_results), atomic_load(&bad_args),
+           atomic_load(&violations), atomic_load(&missed), atomic_load(&unexpected),
+           atomic_load(&bad_results), atomic_load(&bad_args),
            (unsigned long)st.batches, (unsigned long)st.syncs, (unsigned long)st.traps,
            (unsigned long)st.refused);
+    printf("recursions=%lu\n", (unsigned long)st.recursions);
     return atomic_load(&violations) || atomic_load(&bad_results) || atomic_load(&bad_args) || st.refused;
 }
