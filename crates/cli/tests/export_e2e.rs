@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use common::procs::runtime;
-use common::{cc, programs, Work};
+use common::{build_o0, programs, Work};
 use exports::{chrome, chrome_openings, folded, ok, replay_openings, report};
 
 /// Builds `tests/programs/e2e/NAME.c` with `flags` and records `ARGS`;
@@ -20,15 +20,7 @@ use exports::{chrome, chrome_openings, folded, ok, replay_openings, report};
 fn record(work: &Work, name: &str, flags: &[&str], args: &[&str]) -> String {
     let exe = work.path(name);
     let source = programs().join(format!("e2e/{name}.c"));
-    let mut all = vec![
-        "-O0",
-        "-fno-omit-frame-pointer",
-        source.to_str().unwrap(),
-        "-o",
-        exe.to_str().unwrap(),
-    ];
-    all.extend(flags);
-    cc("gcc", &all);
+    build_o0("gcc", &source, &exe, flags);
     runtime();
     let data = work.path("trace.data").display().to_string();
     let exe = exe.display().to_string();

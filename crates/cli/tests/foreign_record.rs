@@ -26,7 +26,7 @@ use std::time::Duration;
 use common::foreign::{self, AARCH64};
 use common::golden::{diff, expected_path, report_counts, Replay};
 use common::procs::{run, text};
-use common::{cc, fntrace_output, programs, Work};
+use common::{build_o0, cc, fntrace_output, programs, Work};
 use fntrace_testkit::enters;
 
 /// The tests of this file each keep both cores busy under qemu (the
@@ -85,20 +85,6 @@ const PROGRAMS: [(&str, &[&str], &[&str]); 3] = [
     ("recursion", &[], &[]),
     ("threads", &["-pthread"], &[]),
 ];
-
-/// Builds `source` with `compiler` at `-O0` with frame pointers and
-/// `flags` into `exe`.
-fn build(compiler: &str, source: &Path, exe: &Path, flags: &[&str]) {
-    let mut all = vec![
-        "-O0",
-        "-fno-omit-frame-pointer",
-        source.to_str().unwrap(),
-        "-o",
-        exe.to_str().unwrap(),
-    ];
-    all.extend(flags);
-    cc(compiler, &all);
-}
 
 /// `record -o data -- exe` by the AArch64 fntrace with its defaults
 /// (library calls are not asked for there): its output, and what it said
@@ -438,7 +424,7 @@ fn aarch64_golden_programs() {
         let source = programs().join(format!("e2e/{name}.{}", if cxx { "cc" } else { "c" }));
         for (form, flags) in FORMS {
             let exe = work.path(&format!("{name}-{form}"));
-            build(compiler, &source, &exe, &[flags, libs].concat());
+            build_o0(compiler, &source, &exe, &[flags, libs].concat());
             let plain = run(Command::new(&exe).current_dir(&work.dir), DEADLINE);
             assert_eq!(plain.status.code(), Some(status), "{name} ({form}), untraced");
             let data = work.path(&format!("{name}-{form}.data"));
@@ -489,8 +475,8 @@ fn aarch64_golden_programs() {
 /// signed address equals the plain one). Whether a frame is signed must
 /// then come from its code, not its value: returns, an exception through
 /// every frame and one caught halfway, in each form, and signed with key
-/// B too. The truth is the
-/// program's own count of its calls; no frame may end found gone
+/// B too. The truth is the program's own count of its calls; no frame
+/// may end found gone
 /// (`(unwound)`): each returned through the trampoline or was passed by
 /// the exception's unwinder.
 #[test]
@@ -504,7 +490,7 @@ fn aarch64_signed_return_addresses_at_every_depth() {
     let mut problems = Vec::new();
     for &(form, flags) in FORMS.iter().chain(&KEY_B_FORMS) {
         let exe = work.path(&format!("pac_depth-{form}"));
-        build(AARCH64.cxx, &source, &exe, flags);
+        build_o0(AARCH64.cxx, &source, &exe, flags);
         let plain = run(Command::new(&exe).current_dir(&work.dir), DEADLINE);
         assert_eq!(plain.status.code(), Some(0), "{form}, untraced");
         let said = text(&plain.stdout);

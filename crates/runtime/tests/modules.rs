@@ -21,19 +21,18 @@ struct Far<'a> {
     sites: &'a str,
     pie: bool,
     runtime: Vec<String>,
-    lib_at: [&'a str; 2],
+    /// Link flags of the library and of the plugin.
+    lib_at: [&'a [&'a str]; 2],
 }
 
 fn far(m: Far) {
     let work = Work::new(m.name);
-    let mut args = vec!["-O2", "-shared", "-fPIC", "libfar.c", m.lib_at[0]];
-    args.extend(m.lib_sites);
+    let mut args = vec!["-O2", "-shared", "-fPIC", "libfar.c"];
+    args.extend(m.lib_sites.iter().chain(m.lib_at[0]));
     work.build(m.cc, &args, "libfar.so");
-    work.build(
-        m.cc,
-        &["-O2", "-shared", "-fPIC", m.sites, "libplug.c", m.lib_at[1]],
-        "libplug.so",
-    );
+    let mut args = vec!["-O2", "-shared", "-fPIC", m.sites, "libplug.c"];
+    args.extend(m.lib_at[1]);
+    work.build(m.cc, &args, "libplug.so");
     let dir = work.0.display().to_string();
     let (l, rpath) = (format!("-L{dir}"), format!("-Wl,-rpath,{dir}"));
     let mut args = vec!["-O2", m.sites, "far.c", &l, "-lfar", &rpath];
@@ -85,7 +84,7 @@ fn x86_64(pie: bool) -> Far<'static> {
         sites: "-fpatchable-function-entry=5",
         pie,
         runtime: Work::link_runtime(),
-        lib_at: ["-Wl,-O1", "-Wl,-O1"],
+        lib_at: [&[], &[]],
     }
 }
 
@@ -122,8 +121,8 @@ fn aarch64_libraries_beyond_a_bl() {
             format!("-Wl,-rpath,{dir}"),
         ],
         lib_at: [
-            "-Wl,-Ttext-segment=0x6000000000",
-            "-Wl,-Ttext-segment=0x7000000000",
+            &["-Wl,-Ttext-segment=0x6000000000"],
+            &["-Wl,-Ttext-segment=0x7000000000"],
         ],
     });
 }

@@ -139,6 +139,20 @@ pub fn cc(compiler: &str, args: &[&str]) {
     run(Command::new(compiler).args(args));
 }
 
+/// Builds `source` with `compiler` at `-O0` with frame pointers and
+/// `flags` into `exe` (the traced programs whose output is compared).
+pub fn build_o0(compiler: &str, source: &Path, exe: &Path, flags: &[&str]) {
+    let mut all = vec![
+        "-O0",
+        "-fno-omit-frame-pointer",
+        source.to_str().expect("UTF-8 path"),
+        "-o",
+        exe.to_str().expect("UTF-8 path"),
+    ];
+    all.extend(flags);
+    cc(compiler, &all);
+}
+
 /// A site as a listing reports it (`fntrace list --json`'s fields).
 #[derive(Debug, Clone)]
 pub struct ListedSite {

@@ -26,8 +26,8 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 pub use fntrace_testkit::{
-    build_program, cc, program, programs, require, run, sites, truth, ListedFunction, ListedSite, Work,
-    CXX_PROGRAM, C_PROGRAM,
+    build_o0, build_program, cc, program, programs, require, run, sites, truth, ListedFunction, ListedSite,
+    Work, CXX_PROGRAM, C_PROGRAM,
 };
 use serde_json::Value;
 

@@ -53,7 +53,7 @@ pub const F_SIGNED: u32 = 128;
 pub const F_KEY_B: u32 = 256;
 
 /// How many instructions before a `-pg` site its function's prologue is
-/// looked for (from `paciasp` to the `bl _mcount`).
+/// looked for, and the end of the code before it (`retslot::prologue`).
 const MAX_PROLOGUE: usize = 64;
 
 /// `v` without a pointer authentication code.
@@ -176,8 +176,7 @@ fn prologue(ip: usize, record: usize) -> Prologue {
     const IMM7: u32 = 0x7f << 15;
     const SUB_SP: u32 = 0xd100_03ff; // sub sp, sp, #imm12 {, lsl #12}
     const SUB_MASK: u32 = !((1 << 22) | (0xfff << 10));
-    let code = code_before(ip);
-    let word = |i: usize| code[i].unwrap_or(0xffff_ffff);
+    let mut code = CodeBefore::new(ip);
     // Where the code before the function ends: `ret`, `retaa`/`retab`,
     // `br`, `b` (a tail call), or zeros (`udf`, padding).
     let ends = |w: u32| {
@@ -187,70 +186,97 @@ fn prologue(ip: usize, record: usize) -> Prologue {
             || w & 0xfc00_0000 == 0x1400_0000
             || w == 0
     };
-    let known = |i: usize| code[i].is_some();
     let simm7 = |w: u32| (((w >> 15) & 0x7f) as i32) << 25 >> 25;
-    let Some(at) = (2..=MAX_PROLOGUE)
-        .take_while(|&i| known(i) && !ends(word(i)))
-        .find(|&i| word(i) & !IMM7 == STP_FP_LR_PRE || word(i) & !IMM7 == STP_FP_LR)
-    else {
-        return Prologue::Unknown;
+    // The record's store, back from the site (within the function: no
+    // end of code before it, every word readable).
+    let mut i = 2;
+    let store = loop {
+        match code.word(i) {
+            Some(w) if w & !IMM7 == STP_FP_LR_PRE || w & !IMM7 == STP_FP_LR => break w,
+            Some(w) if !ends(w) => i += 1,
+            _ => return Prologue::Unknown,
+        }
     };
-    let store = word(at);
     let (mut lowered, stored) = if store & !IMM7 == STP_FP_LR_PRE {
         ((-(simm7(store) * 8)) as usize, 0)
     } else {
         (0, (simm7(store) * 8) as usize)
     };
-    let mut i = at + 1;
-    while i <= MAX_PROLOGUE && word(i) & SUB_MASK == SUB_SP && store & !IMM7 == STP_FP_LR {
-        let imm = ((word(i) >> 10) & 0xfff) as usize;
-        lowered += if word(i) & (1 << 22) != 0 { imm << 12 } else { imm };
+    // Then `sub sp` (before an offset store only), then the first word of
+    // the prologue.
+    let mut before = code.word(i + 1);
+    i += 1;
+    while let Some(w) = before.filter(|w| w & SUB_MASK == SUB_SP && store & !IMM7 == STP_FP_LR) {
+        let imm = ((w >> 10) & 0xfff) as usize;
+        lowered += if w & (1 << 22) != 0 { imm << 12 } else { imm };
+        before = code.word(i + 1);
         i += 1;
     }
-    if i <= MAX_PROLOGUE && matches!(word(i), PACIASP | PACIBSP) {
-        return Prologue::Signs(record - stored + lowered, word(i) == PACIBSP);
+    if let Some(w @ (PACIASP | PACIBSP)) = before {
+        return Prologue::Signs(record - stored + lowered, w == PACIBSP);
     }
-    for i in (i..=MAX_PROLOGUE).take_while(|&i| known(i)) {
-        match word(i) {
+    // No signing right before: plain if none is found back to the end of
+    // the code before the function.
+    while let Some(w) = before {
+        match w {
             PACIASP | PACIBSP => return Prologue::Unknown,
             w if ends(w) => return Prologue::Plain,
             _ => {}
         }
+        before = code.word(i + 1);
+        i += 1;
     }
     Prologue::Unknown
 }
 
-/// The [`MAX_PROLOGUE`] words of code before `ip`, the return address of a
-/// site: `[i]` is the word `4 * i` bytes before it, `None` if unreadable.
-/// The page of the site's call is read directly; words before it, through
-/// the kernel (a page of its own, which may not be mapped).
-fn code_before(ip: usize) -> [Option<u32>; MAX_PROLOGUE + 1] {
-    const PAGE: usize = 4096; // the smallest: a boundary of every page size
-    let mut code = [None; MAX_PROLOGUE + 1];
-    let page = (ip - 4) & !(PAGE - 1);
-    let direct = (ip - page) / 4;
-    for (i, word) in code
-        .iter_mut()
-        .enumerate()
-        .take(direct.min(MAX_PROLOGUE) + 1)
-        .skip(1)
-    {
-        // SAFETY: the site's own page: `ip - 4` holds its call instruction,
-        // and every word from the page's start to it is mapped alike.
-        *word = Some(unsafe { ((ip - 4 * i) as *const u32).read_volatile() });
-    }
-    if direct < MAX_PROLOGUE {
-        let lo = ip - 4 * MAX_PROLOGUE;
-        let mut bytes = [0u8; 4 * MAX_PROLOGUE];
-        let len = page - lo;
-        if crate::sys::read_memory(lo, &mut bytes[..len]) == len {
-            for (i, word) in code.iter_mut().enumerate().skip(direct + 1) {
-                let at = ip - 4 * i - lo;
-                *word = Some(u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap()));
-            }
+/// The code before `ip`, the return address of a site, read word by word
+/// as the scan asks: [`CodeBefore::word`]`(i)` is the word `4 * i` bytes
+/// before it. Words in the page of the site's call are read directly (a
+/// few per call, on the traced call's path); the words before that page,
+/// which may not be mapped, through the kernel, once and only if the scan
+/// reaches them.
+struct CodeBefore {
+    ip: usize,
+    /// Start of the site's page.
+    page: usize,
+    /// The [`MAX_PROLOGUE`] words' bytes before `page`, once read (`None`
+    /// inside if unreadable).
+    before: Option<Option<[u8; 4 * MAX_PROLOGUE]>>,
+}
+
+impl CodeBefore {
+    fn new(ip: usize) -> CodeBefore {
+        const PAGE: usize = 4096; // the smallest: a boundary of every page size
+        CodeBefore {
+            ip,
+            page: (ip - 4) & !(PAGE - 1),
+            before: None,
         }
     }
-    code
+
+    /// The word `4 * i` bytes before the site's return address, or `None`
+    /// if unreadable or more than [`MAX_PROLOGUE`] words back.
+    fn word(&mut self, i: usize) -> Option<u32> {
+        if i > MAX_PROLOGUE {
+            return None;
+        }
+        let at = self.ip - 4 * i;
+        if at >= self.page {
+            // SAFETY: the site's own page: `ip - 4` holds its call
+            // instruction, and every word from the page's start to it is
+            // mapped alike.
+            return Some(unsafe { (at as *const u32).read_volatile() });
+        }
+        // `at` lies below the page by less than MAX_PROLOGUE words (`ip - 4`
+        // is in it), so at or above `lo`.
+        let lo = self.page - 4 * MAX_PROLOGUE;
+        let bytes = self.before.get_or_insert_with(|| {
+            let mut bytes = [0u8; 4 * MAX_PROLOGUE];
+            (crate::sys::read_memory(lo, &mut bytes) == bytes.len()).then_some(bytes)
+        });
+        let b = bytes.as_ref()?.get(at - lo..at - lo + 4)?;
+        Some(u32::from_ne_bytes(b.try_into().ok()?))
+    }
 }
 
 /// A call's identity on the shadow stack, the word holding its return
